@@ -1,0 +1,3 @@
+from cglint.cli import main
+
+raise SystemExit(main())

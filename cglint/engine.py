@@ -1,0 +1,82 @@
+"""File -> prefilter -> parse -> model -> rules -> noqa -> diagnostics."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from cglint import files, noqa
+from cglint.diagnostics import Diagnostic, FileResult, Finding
+from cglint.model import ModuleModel
+from cglint.rules import ALL_RULES, Rule
+from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
+
+class InternalError(RuntimeError):
+    """A bug in cglint while checking one file; the CLI reports it and exits 2."""
+
+
+def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True) -> FileResult:
+    rules = list(rules)
+    if prefilter and not files.may_hold_site(source):
+        return FileResult(path, source, [], parsed=False)
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        diags = []
+        if any(r is SyntaxErrorRule for r in rules):
+            message = f"cannot parse: {exc.message}"
+            diags.append(_diagnostic(path, SyntaxErrorRule, exc.raw_line, exc.raw_column + 1, exc.raw_line,
+                                     exc.raw_column + 2, message))
+        return FileResult(path, source, _unsuppressed(diags, source), parsed=False)
+    except RecursionError:
+        diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, "cannot parse: nesting too deep")]
+        return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
+
+    try:
+        model = ModuleModel(module)
+        findings: list[tuple[type[Rule], Finding]] = []
+        for rule in rules:
+            findings.extend((rule, f) for f in rule().check(model))
+    except Exception as exc:  # a cglint bug must not end the run without saying where
+        raise InternalError(f"{path}: {type(exc).__name__}: {exc}") from exc
+
+    diags = []
+    if findings:
+        # Positions cost a codegen pass over the module: only paid when there is something to say.
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        seen = set()
+        for rule, finding in findings:
+            where = positions[finding.node]
+            key = (rule.code, where.start.line, where.start.column, finding.message)
+            if key in seen:
+                continue
+            seen.add(key)
+            diags.append(_diagnostic(path, rule, where.start.line, where.start.column + 1, where.end.line,
+                                     where.end.column + 1, finding.message))
+    return FileResult(path, source, _unsuppressed(diags, source), parsed=True)
+
+
+def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES) -> FileResult:
+    try:
+        source = files.read_source(path)
+    except files.UndecodableError as exc:
+        rules = list(rules)
+        diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")] if SyntaxErrorRule in rules else []
+        return FileResult(path, "", diags, parsed=False)
+    return lint_source(source, path, rules)
+
+
+def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int, end_col: int, message: str) -> Diagnostic:
+    return Diagnostic(path=path, line=line, column=col, end_line=end_line, end_column=end_col, code=rule.code,
+                      name=rule.name, severity=rule.severity, message=message)
+
+
+def _unsuppressed(diags: list[Diagnostic], source: str) -> list[Diagnostic]:
+    if not diags:
+        return diags
+    lines = source.splitlines()
+    kept = [d for d in diags if not (d.line <= len(lines) and noqa.is_suppressed(lines[d.line - 1], d.code))]
+    return sorted(kept, key=lambda d: (d.line, d.column, d.code))

@@ -1,0 +1,59 @@
+"""Which files to read, and the cheap text test that decides which of them to parse."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Iterator
+
+# Skipped when met while recursing; still linted when named on the command line.
+DEFAULT_EXCLUDED_DIRS = frozenset(
+    {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "env", ".env", "__pycache__",
+     "site-packages", "build", "dist", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+)
+
+
+def discover(paths: Iterable[str]) -> Iterator[str]:
+    """Python files under `paths`, in a stable order. Raises FileNotFoundError for a path
+    that does not exist (a usage error, reported by the CLI in one line)."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            yield from _walk(path)
+        elif path.exists():
+            yield str(path)
+        else:
+            raise FileNotFoundError(raw)
+
+
+def _walk(root: Path) -> Iterator[str]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        # A directory holding pyvenv.cfg is a virtualenv, whatever its name.
+        dirnames[:] = sorted(
+            d for d in dirnames
+            if d not in DEFAULT_EXCLUDED_DIRS and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
+        )
+        for name in sorted(filenames):
+            if name.endswith((".py", ".pyi")):
+                yield os.path.join(dirpath, name)
+
+
+def may_hold_site(text: str) -> bool:
+    """The prefilter: a file that never mentions `custom_gradient` cannot hold a TensorFlow
+    custom-gradient site, so it is read but never parsed."""
+    return "custom_gradient" in text
+
+
+class UndecodableError(ValueError):
+    pass
+
+
+def read_source(path: str) -> str:
+    """Source text as Python reads it: UTF-8 (with or without BOM). Newlines are kept as they
+    are, so positions and fixes match the file on disk."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UndecodableError(f"not valid UTF-8 (byte {exc.start})") from None
+    return text

@@ -1,0 +1,47 @@
+"""The rule catalogue: one module per rule, named after its code (`cg005_output_derivative.py`).
+
+Codes are fixed: users' `# noqa` comments and configurations depend on them."""
+
+from __future__ import annotations
+
+from cglint.rules.base import Rule
+from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+from cglint.rules.cg001_nested_tf_function import NestedTfFunction
+from cglint.rules.cg002_flat_variable_gradients import FlatVariableGradients
+from cglint.rules.cg003_variable_gradients_callable import VariableGradientsCallable
+from cglint.rules.cg004_missing_variables_parameter import MissingVariablesParameter
+from cglint.rules.cg005_output_derivative import OutputDerivative
+
+ALL_RULES: list[type[Rule]] = [
+    SyntaxErrorRule,
+    NestedTfFunction,
+    FlatVariableGradients,
+    VariableGradientsCallable,
+    MissingVariablesParameter,
+    OutputDerivative,
+]
+RULES_BY_CODE: dict[str, type[Rule]] = {r.code: r for r in ALL_RULES}
+
+
+class UnknownCodeError(ValueError):
+    pass
+
+
+def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[type[Rule]]:
+    """Rules chosen by code or code prefix (`CG0` selects CG000-CG009), as in ruff."""
+
+    def matching(selector: str) -> set[str]:
+        selector = selector.strip().upper()
+        if selector == "ALL":
+            return set(RULES_BY_CODE)
+        hits = {code for code in RULES_BY_CODE if code.startswith(selector)}
+        if not selector or not hits:
+            raise UnknownCodeError(f"unknown rule code or prefix: {selector or '(empty)'!r}")
+        return hits
+
+    chosen: set[str] = set(RULES_BY_CODE)
+    if select:
+        chosen = set().union(*(matching(s) for s in select))
+    for s in ignore or []:
+        chosen -= matching(s)
+    return [r for r in ALL_RULES if r.code in chosen]

@@ -1,0 +1,115 @@
+"""CG003 variable-gradients-callable."""
+
+from typing import Iterator
+
+from cglint.diagnostics import Finding
+from cglint.model import CALLABLE, GradientSite, kind_of
+from cglint.rules.base import Rule
+
+
+class VariableGradientsCallable(Rule):
+    """
+    ## What it does
+    Flags a grad fn that returns a callable (a nested `def` or a `lambda`) where the list of
+    variable gradients belongs: `return dx, grad_vars`.
+
+    ## Why is this bad?
+    TensorFlow never calls it. It measures `len(variable_grads)` against `variables` and
+    raises `TypeError: object of type 'function' has no len()`; without a `variables`
+    parameter it raises `grad_fn must accept keyword argument 'variables'` first. This is
+    the "corrected code" of a widely copied answer: the contract is a *list* with one
+    gradient per entry of `variables`, computed in the grad fn itself.
+    """
+
+    code = "CG003"
+    name = "variable-gradients-callable"
+    summary = "A callable returned in place of the variable-gradient list"
+
+    INVALID = [
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        def grad_vars(variables):
+            return [tf.reduce_sum(dy * x) for v in variables]
+
+        return dy * w, grad_vars
+
+    return x * w, grad
+''',
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w, lambda vs: [tf.reduce_sum(dy * x)]
+
+    return x * w, grad
+''',
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy):
+        grad_vars = lambda variables: [dy * x for v in variables]
+        return dy * w, grad_vars
+
+    return x * w, grad
+''',
+    ]
+    VALID = [
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w, [tf.reduce_sum(dy * x) for v in variables]
+
+    return x * w, grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def mul(x, y):
+    return x * y, lambda dz: (dz * y, dz * x)
+''',
+        '''
+import tensorflow as tf
+
+def make_grad(dy, x):
+    return dy * x
+
+@tf.custom_gradient
+def square(x):
+    def grad(dy):
+        return make_grad(dy, 2 * x)
+
+    return x * x, grad
+''',
+    ]
+
+    def check_site(self, site: GradientSite) -> Iterator[Finding]:
+        for grad in site.grad_fns:
+            for ret in grad.returns:
+                if ret.elements and len(ret.elements) == 2:
+                    if kind_of(site.model, ret.elements[1], grad.scope) == CALLABLE:
+                        yield Finding(
+                            ret.node,
+                            f"`{grad.name}` returns a callable in place of the variable gradients: TensorFlow "
+                            "never calls it and raises \"object of type 'function' has no len()\"; return a list "
+                            "with one gradient per entry of `variables`",
+                        )

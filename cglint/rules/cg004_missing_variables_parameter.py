@@ -1,0 +1,117 @@
+"""CG004 missing-variables-parameter."""
+
+from typing import Iterator
+
+from cglint.diagnostics import Finding
+from cglint.model import GradientSite
+from cglint.rules.base import Rule
+
+
+class MissingVariablesParameter(Rule):
+    """
+    ## What it does
+    Flags a grad fn that accepts neither a `variables` parameter nor `**kwargs` when the
+    forward reads trainable `tf.Variable`s that are not among its inputs (module globals,
+    closures, Keras weights on `self`).
+
+    ## Why is this bad?
+    TensorFlow records the trainable variables the forward reads and passes them to the grad
+    fn as the keyword `variables`. A grad fn that cannot take it raises `TypeError:
+    @tf.custom_gradient grad_fn must accept keyword argument 'variables', since function uses
+    variables: [...]` at the first gradient. Non-trainable variables (`trainable=False`) are
+    not watched and need no parameter.
+    """
+
+    code = "CG004"
+    name = "missing-variables-parameter"
+    summary = "The forward reads trainable variables but the grad fn takes no `variables`"
+
+    INVALID = [
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy):
+        return dy * w
+
+    return x * w, grad
+''',
+        '''
+import tensorflow as tf
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, shape):
+        self.k = self.add_weight(shape=())
+
+    @tf.custom_gradient
+    def call(self, x):
+        return x * self.k, lambda dy: dy * self.k
+''',
+        '''
+import tensorflow as tf
+
+def make():
+    v = tf.Variable(1.0)
+
+    @tf.custom_gradient
+    def shift(x):
+        def grad(dy):
+            return dy
+
+        return x + v, grad
+
+    return shift
+''',
+    ]
+    VALID = [
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w, [tf.reduce_sum(dy * x) for v in variables]
+
+    return x * w, grad
+''',
+        '''
+import tensorflow as tf
+
+steps = tf.Variable(0.0, trainable=False)
+
+@tf.custom_gradient
+def scale(x):
+    return x * steps, lambda dy: dy * steps
+''',
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, **kwargs):
+        return dy * w, [tf.reduce_sum(dy * x) for v in kwargs["variables"]]
+
+    return x * w, grad
+''',
+    ]
+
+    def check_site(self, site: GradientSite) -> Iterator[Finding]:
+        variables = site.trainable_variables
+        if not variables:
+            return
+        names = ", ".join(f"`{v.name}`" for v in variables)
+        for grad in site.grad_fns:
+            if not grad.accepts_variables:
+                yield Finding(
+                    grad.anchor,
+                    f"`{grad.name}` takes no `variables` parameter, but the forward `{site.name}` reads "
+                    f"trainable variable{'s' if len(variables) > 1 else ''} {names}: TensorFlow raises "
+                    "\"grad_fn must accept keyword argument 'variables'\"",
+                )
