@@ -35,7 +35,7 @@ def _walk(root: Path) -> Iterator[str]:
         )
         for name in sorted(filenames):
             if name.endswith((".py", ".pyi")):
-                yield os.path.join(dirpath, name)
+                yield os.path.normpath(os.path.join(dirpath, name))
 
 
 def may_hold_site(text: str) -> bool:

@@ -1,0 +1,162 @@
+"""The command line, run as users run it: a child process, exit codes, output."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+
+BAD = """import tensorflow as tf
+
+w = tf.Variable(1.0)
+
+@tf.custom_gradient
+def op(x):
+    y = tf.tan(x * w)
+    def grad(dy):
+        return dy / tf.square(tf.cos(y))
+    return y, grad
+"""
+
+
+# The checkout under test, whatever the working directory of the run.
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def cglint(*args, stdin=None, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "cglint", *map(str, args)], capture_output=True, text=True,
+                          input=stdin, cwd=cwd, env=ENV)
+
+
+def test_fixtures_report_the_seed_codes_and_exit_1():
+    run = cglint("--output-format", "json", "fixtures/")
+    assert run.returncode == 1
+    out = json.loads(run.stdout)
+    assert out["version"] == 1
+    by_file = {}
+    for d in out["diagnostics"]:
+        by_file.setdefault(d["path"], set()).add(d["code"])
+        assert set(d) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity",
+                          "message", "fixable"}
+    assert by_file["fixtures/seed/original.py"] >= {"CG001", "CG002", "CG004", "CG005"}
+    assert by_file["fixtures/seed/seed_fix.py"] >= {"CG003", "CG004"}
+    assert "fixtures/seed/correct.py" not in by_file
+    assert not any(p.endswith("_good.py") for p in by_file)
+
+
+def test_correct_file_exits_0():
+    run = cglint("fixtures/seed/correct.py")
+    assert run.returncode == 0, run.stdout
+    assert "All checks passed" in run.stdout
+
+
+def test_text_output_has_location_code_frame_and_summary(tmp_path):
+    (tmp_path / "m.py").write_text(BAD)
+    run = cglint("m.py", cwd=tmp_path)
+    assert run.returncode == 1
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("m.py:8:9: CG004 ")
+    assert lines[1] == "   8 |     def grad(dy):"
+    assert lines[2] == " " * 15 + "^^^^"
+    assert "m.py:9:31: CG005 " in run.stdout
+    assert lines[-1] == "Found 2 problems in 1 file."
+
+
+def test_json_positions_are_one_based_with_exclusive_end(tmp_path):
+    (tmp_path / "m.py").write_text(BAD)
+    out = json.loads(cglint("--output-format", "json", "m.py", cwd=tmp_path).stdout)
+    cg005 = next(d for d in out["diagnostics"] if d["code"] == "CG005")
+    line = BAD.splitlines()[8]
+    start = line.index("tf.cos(y)")
+    assert (cg005["line"], cg005["column"], cg005["end_line"], cg005["end_column"]) == (9, start + 1, 9, start + 10)
+
+
+def test_select_and_ignore(tmp_path):
+    (tmp_path / "m.py").write_text(BAD)
+    codes = lambda *a: {d["code"] for d in json.loads(cglint("--output-format", "json", *a, "m.py", cwd=tmp_path).stdout)["diagnostics"]}
+    assert codes("--select", "CG005") == {"CG005"}
+    assert codes("--ignore", "CG005") == {"CG004"}
+    assert codes("--select", "CG00", "--ignore", "CG004,CG005") == set()
+
+
+def test_noqa_suppresses_named_codes_only(tmp_path):
+    src = BAD.replace("def grad(dy):", "def grad(dy):  # noqa: CG004").replace(
+        "tf.square(tf.cos(y))", "tf.square(tf.cos(y))  # noqa: CG001, CG002")
+    (tmp_path / "m.py").write_text(src)
+    out = json.loads(cglint("--output-format", "json", "m.py", cwd=tmp_path).stdout)
+    assert [d["code"] for d in out["diagnostics"]] == ["CG005"]
+    (tmp_path / "m.py").write_text(src.replace("# noqa: CG001, CG002", "# noqa"))
+    assert cglint("m.py", cwd=tmp_path).returncode == 0
+
+
+def test_syntax_error_is_cg000_not_a_traceback(tmp_path):
+    (tmp_path / "broken.py").write_text("import tensorflow as tf\n@tf.custom_gradient\ndef op(x:\n    pass\n")
+    (tmp_path / "ok.py").write_text(BAD)
+    run = cglint("--output-format", "json", ".", cwd=tmp_path)
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    diags = json.loads(run.stdout)["diagnostics"]
+    cg000 = [d for d in diags if d["code"] == "CG000"]
+    assert len(cg000) == 1 and cg000[0]["path"] == "broken.py" and cg000[0]["line"] in (3, 4)
+    assert {d["code"] for d in diags if d["path"] == "ok.py"} == {"CG004", "CG005"}
+
+
+def test_undecodable_file_is_cg000(tmp_path):
+    (tmp_path / "latin.py").write_bytes(b"# custom_gradient \xe9\xff\n")
+    run = cglint("latin.py", cwd=tmp_path)
+    assert run.returncode == 1 and "CG000" in run.stdout and "Traceback" not in run.stderr
+
+
+def test_stdin_with_filename():
+    run = cglint("-", "--stdin-filename", "pkg/ops.py", stdin=BAD)
+    assert run.returncode == 1
+    assert run.stdout.startswith("pkg/ops.py:8:9: CG004")
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["no/such/path.py"], "no such file or directory: no/such/path.py"),
+        (["--select", "CG999", "fixtures"], "unknown rule code or prefix: 'CG999'"),
+        (["--explain", "XX1"], "unknown rule code"),
+        (["--output-format", "yaml"], "invalid choice"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(args, message):
+    run = cglint(*args)
+    assert run.returncode == 2
+    assert message in run.stderr and "Traceback" not in run.stderr
+
+
+def test_discovery_skips_virtualenvs_and_build_dirs(tmp_path):
+    for d in ("build", "site-packages", ".git", "__pycache__", "myenv"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "m.py").write_text(BAD)
+    (tmp_path / "myenv" / "pyvenv.cfg").write_text("home = /usr\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text(BAD)
+    paths = {d["path"] for d in json.loads(cglint("--output-format", "json", ".", cwd=tmp_path).stdout)["diagnostics"]}
+    assert paths == {"src/m.py"}
+    # Named explicitly, an excluded directory is linted.
+    assert cglint("build", cwd=tmp_path).returncode == 1
+
+
+def test_explain_and_list_rules():
+    run = cglint("--explain", "cg005")
+    assert run.returncode == 0
+    assert run.stdout.startswith("# output-derivative (CG005)")
+    assert "## Why is this bad?" in run.stdout and "## Use instead" in run.stdout
+    listing = cglint("--list-rules").stdout.splitlines()
+    assert listing[0].startswith("CG000  syntax-error")
+
+
+def test_version_is_fast_and_import_does_not_load_tensorflow():
+    run = subprocess.run([sys.executable, "-c", "import cglint.cli, cglint.engine, sys; "
+                          "assert 'tensorflow' not in sys.modules, 'tensorflow imported'"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    run = cglint("--version")
+    assert run.returncode == 0 and run.stdout.startswith("cglint ")

@@ -1,0 +1,11 @@
+"""CI must run exactly the README's test command."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in (ROOT / "README.md").read_text()
+    assert "pytest" in ci and ".[test]" in ci
