@@ -9,11 +9,33 @@ import libcst as cst
 
 
 @dataclass
+class Fix:
+    """A rule's proposed change: replace each node (found by identity in the parsed module) by
+    its replacement. `safe` fixes keep behaviour the user intended; unsafe ones need review."""
+
+    edits: list[tuple[cst.CSTNode, cst.CSTNode]]
+    safe: bool
+    description: str
+
+    def apply(self, module: cst.Module) -> cst.Module:
+        return module.visit(_Replace(dict((id(old), new) for old, new in self.edits)))
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, by_id: dict[int, cst.CSTNode]) -> None:
+        self.by_id = by_id
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        return self.by_id.get(id(original), updated)
+
+
+@dataclass
 class Finding:
     """A rule's report, before the engine turns the node into a position."""
 
     node: cst.CSTNode
     message: str
+    fix: Fix | None = None
 
 
 @dataclass
@@ -29,6 +51,7 @@ class Diagnostic:
     message: str
     fixable: bool = False
     runtime: dict[str, Any] | None = field(default=None, compare=False)
+    fix: Fix | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -54,3 +77,4 @@ class FileResult:
     source: str
     diagnostics: list[Diagnostic]
     parsed: bool  # False when the prefilter skipped the file or it did not parse
+    module: cst.Module | None = field(default=None, repr=False)  # the parsed module, for fixes

@@ -54,9 +54,11 @@ def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES,
             if key in seen:
                 continue
             seen.add(key)
-            diags.append(_diagnostic(path, rule, where.start.line, where.start.column + 1, where.end.line,
-                                     where.end.column + 1, finding.message))
-    return FileResult(path, source, _unsuppressed(diags, source), parsed=True)
+            diag = _diagnostic(path, rule, where.start.line, where.start.column + 1, where.end.line,
+                               where.end.column + 1, finding.message)
+            diag.fix, diag.fixable = finding.fix, finding.fix is not None
+            diags.append(diag)
+    return FileResult(path, source, _unsuppressed(diags, source), parsed=True, module=module)
 
 
 def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES) -> FileResult:
