@@ -34,6 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["lsp"]:  # a subcommand; a path named `lsp` is reachable as `./lsp`
+        from cglint.lsp import main as lsp_main
+
+        return lsp_main(argv[1:])
     try:
         return _run(argv)
     except KeyboardInterrupt:

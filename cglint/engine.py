@@ -18,8 +18,12 @@ class InternalError(RuntimeError):
     """A bug in cglint while checking one file; the CLI reports it and exits 2."""
 
 
-def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True) -> FileResult:
+def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True,
+                apply_noqa: bool = True) -> FileResult:
+    """`apply_noqa=False` keeps diagnostics that `# noqa` comments suppress, for hosts that
+    apply their own (flake8)."""
     rules = list(rules)
+    unsuppressed = _unsuppressed if apply_noqa else _sorted
     if prefilter and not files.may_hold_site(source):
         return FileResult(path, source, [], parsed=False)
     try:
@@ -30,7 +34,7 @@ def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES,
             message = f"cannot parse: {exc.message}"
             diags.append(_diagnostic(path, SyntaxErrorRule, exc.raw_line, exc.raw_column + 1, exc.raw_line,
                                      exc.raw_column + 2, message))
-        return FileResult(path, source, _unsuppressed(diags, source), parsed=False)
+        return FileResult(path, source, unsuppressed(diags, source), parsed=False)
     except RecursionError:
         diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, "cannot parse: nesting too deep")]
         return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
@@ -58,7 +62,7 @@ def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES,
                                where.end.column + 1, finding.message)
             diag.fix, diag.fixable = finding.fix, finding.fix is not None
             diags.append(diag)
-    return FileResult(path, source, _unsuppressed(diags, source), parsed=True, module=module)
+    return FileResult(path, source, unsuppressed(diags, source), parsed=True, module=module)
 
 
 def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES) -> FileResult:
@@ -81,4 +85,8 @@ def _unsuppressed(diags: list[Diagnostic], source: str) -> list[Diagnostic]:
         return diags
     lines = source.splitlines()
     kept = [d for d in diags if not (d.line <= len(lines) and noqa.is_suppressed(lines[d.line - 1], d.code))]
-    return sorted(kept, key=lambda d: (d.line, d.column, d.code))
+    return _sorted(kept, source)
+
+
+def _sorted(diags: list[Diagnostic], source: str) -> list[Diagnostic]:
+    return sorted(diags, key=lambda d: (d.line, d.column, d.code))

@@ -1,0 +1,55 @@
+"""cglint as a flake8 plugin (entry point `flake8.extension`, code prefix `CG`).
+
+`flake8 --select CG` reports what `cglint` reports: the same engine, rules and positions, run
+on the lines flake8 has already read (so stdin and coding cookies work as flake8 handles them;
+the file is not read again). flake8 applies `# noqa` itself, so the engine's own noqa filter
+is off here: a code is neither suppressed twice nor dropped when flake8 runs with
+`--disable-noqa`.
+
+flake8 hands an `ast` tree over as well; it is unused (cglint works on libcst's tree), but
+asking for it is what makes flake8 treat this as a tree plugin. A file flake8 cannot parse
+is reported by flake8 itself as E999 and no plugin runs on it, so CG000 only appears here in
+the rare case of a file Python parses but libcst does not.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from typing import Any, Iterator
+
+from cglint import __version__
+
+
+class Plugin:
+    name = "cglint"
+    version = __version__
+
+    # Configuration per directory, looked up once per flake8 process.
+    _settings_by_dir: dict[str, Any] = {}
+
+    def __init__(self, tree: ast.AST, lines: list[str], filename: str) -> None:
+        self.lines = lines
+        self.filename = filename
+
+    def run(self) -> Iterator[tuple[int, int, str, type]]:
+        from cglint import engine
+
+        result = engine.lint_source("".join(self.lines), self.filename, self._rules(), apply_noqa=False)
+        for d in result.diagnostics:
+            yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
+
+    def _rules(self) -> Any:
+        """The rules `cglint` would run on this file: [tool.cglint] in the nearest
+        pyproject.toml when configuration support is present, else every rule. flake8's
+        --select/--ignore then filter as for any plugin."""
+        try:
+            from cglint import config
+        except ImportError:  # configuration support not in this build
+            from cglint.rules import select_rules
+
+            return select_rules()
+        directory = os.path.dirname(os.path.abspath(self.filename))
+        if directory not in self._settings_by_dir:
+            self._settings_by_dir[directory] = config.load(directory)
+        return list(self._settings_by_dir[directory].rules_for(self.filename))

@@ -1,0 +1,498 @@
+"""The cglint language server (pygls 2.x, stdio).
+
+What the editor gets:
+- diagnostics for the buffer's text (not the file on disk): pushed on open, save and change
+  (debounced; a newer edit supersedes a pending or running lint), or pulled with
+  `textDocument/diagnostic` when the client supports it (then nothing is pushed);
+- code actions: a rule's fix as a quick fix (preferred when safe), "suppress with
+  `# noqa: CGxxx`" (merged into an existing noqa comment), and `source.fixAll.cglint`;
+- hover on a code in a `# noqa:` comment: the rule's documentation.
+
+Positions cross `text.LineIndex` (code points <-> the negotiated encoding). Rules come from
+`_workspace_rules`, fixes for "fix all" from `_fix_all`: the one place each for configuration
+and fixing. A lint that raises is logged and publishes nothing; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.uris import to_fs_path
+
+from cglint import __version__, engine
+from cglint.diagnostics import Diagnostic, FileResult, Fix
+from cglint.lsp import text as txt
+from cglint.rules import RULES_BY_CODE, Rule, select_rules
+
+log = logging.getLogger("cglint.lsp")
+
+DEBOUNCE_SECONDS = 0.15
+FIX_ALL_KIND = "source.fixAll.cglint"
+CONFIG_FILES = ("pyproject.toml",)
+_SEVERITY = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
+             "info": lsp.DiagnosticSeverity.Information}
+
+
+# -- rule documentation links -------------------------------------------------------------
+
+def doc_url(code: str) -> str | None:
+    """`codeDescription.href` for a rule: a Markdown file holding exactly what
+    `cglint --explain CODE` prints, written once per installed version under the user cache
+    (`$XDG_CACHE_HOME/cglint/docs/<version>/<CODE>.md`), so the link works offline and always
+    matches the rules that produced the diagnostic. None if it cannot be written."""
+    rule = RULES_BY_CODE.get(code)
+    if rule is None:
+        return None
+    cached = _DOC_URLS.get(code)
+    if cached is not None:
+        return cached or None
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cglint" / "docs" / __version__
+    target = base / f"{code}.md"
+    try:
+        body = rule.documentation()
+        if not target.exists() or target.read_text(encoding="utf-8") != body:
+            base.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(body, encoding="utf-8")
+            os.replace(tmp, target)  # atomic: a concurrent reader never sees half a file
+        url = target.resolve().as_uri()
+    except OSError as exc:
+        log.warning("cannot write rule documentation to %s: %s", target, exc)
+        url = ""
+    _DOC_URLS[code] = url
+    return url or None
+
+
+_DOC_URLS: dict[str, str] = {}
+
+
+# -- configuration and fixing: one plug point each ---------------------------------------
+
+def _config_key(path: str | None) -> tuple[tuple[str, int], ...]:
+    """What the configuration of `path` depends on: the config files above it and their
+    modification times. A changed key means the rules must be looked up (and the buffer
+    linted) again; no file watcher is needed, so every client gets it."""
+    if path is None:
+        return ()
+    key = []
+    directory = Path(path).parent
+    for folder in (directory, *directory.parents):
+        for name in CONFIG_FILES:
+            candidate = folder / name
+            try:
+                key.append((str(candidate), candidate.stat().st_mtime_ns))
+            except OSError:
+                continue
+    return tuple(key)
+
+
+def _workspace_rules(path: str | None) -> list[type[Rule]]:
+    """The rules `cglint` would run on `path`: [tool.cglint] from the nearest pyproject.toml
+    (through `cglint.config`, the same code the CLI uses), or every rule if there is none."""
+    try:
+        from cglint import config
+    except ImportError:  # configuration support not in this build
+        return select_rules()
+    start = str(Path(path).parent) if path else os.getcwd()
+    settings = config.load(start)
+    return list(settings.rules_for(path or os.path.join(start, "<untitled>.py")))
+
+
+def _fix_all(source: str, path: str, rules: list[type[Rule]]) -> str:
+    """The buffer with every safe fix applied, as `cglint --fix` would write it."""
+    try:
+        from cglint import fix as fixing
+    except ImportError:
+        fixing = None
+    if fixing is not None and hasattr(fixing, "fix_source"):
+        return fixing.fix_source(source, path, rules).source
+    # Until cglint.fix exists: apply the safe fixes of each pass together and lint again, to
+    # a fixed point (a fix can only be found once the one enclosing it has been applied).
+    for _ in range(10):
+        result = engine.lint_source(source, path, rules)
+        fixes = [d.fix for d in result.diagnostics if d.fix is not None and d.fix.safe]
+        if not fixes or result.module is None:
+            break
+        combined = Fix([edit for f in fixes for edit in f.edits], safe=True, description="fix all")
+        fixed = combined.apply(result.module).code
+        if fixed == source:
+            break
+        source = fixed
+    return source
+
+
+# -- per-buffer state -------------------------------------------------------------------------
+
+@dataclass
+class Lint:
+    """One lint of one buffer text under one configuration."""
+
+    text: str
+    key: Any
+    result: FileResult
+    diagnostics: list[lsp.Diagnostic]  # parallel to result.diagnostics
+    result_id: str
+
+
+@dataclass
+class Buffer:
+    uri: str
+    text: str
+    version: int | None
+    path: str | None
+    lint: Lint | None = None
+    published: tuple[int | None, str] | None = None  # (version, result_id) last pushed
+    pending: asyncio.Task | None = field(default=None, repr=False)
+
+
+class _Protocol(LanguageServerProtocol):
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams):  # type: ignore[override]
+        # pygls would apply the change to its own copy of the text first, splitting lines with
+        # str.splitlines (which also breaks at form feeds and U+2028) and clamping the change's
+        # positions in place; cglint keeps its own buffers (Buffer), so hand the change over
+        # untouched.
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+
+class CglintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("cglint", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+                         protocol_cls=_Protocol)
+        self.buffers: dict[str, Buffer] = {}
+        # One lint at a time: runs queue up behind each other and a superseded one is
+        # dropped before it starts (see _lint_now).
+        self.linter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cglint-lint")
+        self.encoding = txt.UTF16
+        self.pull = False
+        self.refresh_support = False
+        self.document_changes = False
+        self.resolve_edits = False
+        self._rules: dict[Any, list[type[Rule]]] = {}
+        self._generation = 0
+
+    # -- linting ------------------------------------------------------------------------
+
+    def rules_for(self, path: str | None) -> list[type[Rule]]:
+        key = (path, _config_key(path))
+        if key not in self._rules:
+            try:
+                self._rules[key] = _workspace_rules(path)
+            except Exception as exc:  # a broken pyproject.toml: say so once, lint with defaults
+                message = f"cglint: cannot read the configuration for {path}: {exc}"
+                log.warning("%s", message)
+                self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
+                self._rules[key] = select_rules()
+        return self._rules[key]
+
+    def _lint_now(self, buffer: Buffer, text: str, key: Any, rules: list[type[Rule]]) -> Lint | None:
+        """Runs on the lint thread. None when the buffer moved on meanwhile or the lint failed
+        (logged; nothing is published for it)."""
+        if self.buffers.get(buffer.uri) is not buffer or buffer.text is not text:
+            return None
+        try:
+            path = buffer.path or buffer.uri
+            result = engine.lint_source(text, path, rules)
+            index = txt.LineIndex(text)
+            diagnostics = [self.to_lsp(d, index) for d in result.diagnostics]
+        except Exception:
+            log.exception("lint failed for %s", buffer.uri)
+            return None
+        self._generation += 1
+        return Lint(text, key, result, diagnostics, f"{self._generation}")
+
+    async def current_lint(self, buffer: Buffer) -> Lint | None:
+        """The lint of the buffer's current text, from the cache when nothing changed."""
+        text, key = buffer.text, _config_key(buffer.path)
+        cached = buffer.lint
+        if cached is not None and cached.text is text and cached.key == key:
+            return cached
+        rules = self.rules_for(buffer.path)  # here, not on the lint thread: it may message the client
+        loop = asyncio.get_running_loop()
+        lint = await loop.run_in_executor(self.linter, self._lint_now, buffer, text, key, rules)
+        if lint is not None and buffer.text is text:
+            buffer.lint = lint
+        return lint
+
+    def to_lsp(self, d: Diagnostic, index: txt.LineIndex) -> lsp.Diagnostic:
+        start = index.from_cglint(d.line, d.column, self.encoding)
+        end = index.from_cglint(d.end_line, d.end_column, self.encoding)
+        href = doc_url(d.code)
+        return lsp.Diagnostic(
+            range=lsp.Range(lsp.Position(start.line, start.character), lsp.Position(end.line, end.character)),
+            message=d.message,
+            severity=_SEVERITY.get(d.severity, lsp.DiagnosticSeverity.Error),
+            code=d.code,
+            code_description=lsp.CodeDescription(href=href) if href else None,
+            source="cglint",
+        )
+
+    # -- push -------------------------------------------------------------------------------
+
+    def schedule(self, buffer: Buffer, delay: float) -> None:
+        """Lint and push after `delay`, replacing any lint still pending for the buffer."""
+        if self.pull:
+            return
+        if buffer.pending is not None:
+            buffer.pending.cancel()
+        buffer.pending = asyncio.get_running_loop().create_task(self._push_later(buffer, delay))
+
+    async def _push_later(self, buffer: Buffer, delay: float) -> None:
+        try:
+            if delay:
+                await asyncio.sleep(delay)
+            version = buffer.version
+            lint = await self.current_lint(buffer)
+            if lint is None or self.buffers.get(buffer.uri) is not buffer or buffer.text is not lint.text:
+                return  # failed, closed, or superseded by a newer edit
+            if buffer.published == (version, lint.result_id):
+                return
+            buffer.published = (version, lint.result_id)
+            self.text_document_publish_diagnostics(
+                lsp.PublishDiagnosticsParams(uri=buffer.uri, diagnostics=lint.diagnostics, version=version))
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("publishing diagnostics failed for %s", buffer.uri)
+
+    def config_changed(self) -> None:
+        self._rules.clear()
+        if self.pull:
+            if self.refresh_support:
+                self.workspace_diagnostic_refresh(None)
+        else:
+            for buffer in self.buffers.values():
+                self.schedule(buffer, 0)
+
+    # -- code actions -------------------------------------------------------------------
+
+    def text_edit(self, buffer: Buffer, old: str, new: str) -> lsp.WorkspaceEdit | None:
+        edit = txt.line_edit(old, new)
+        if edit is None:
+            return None
+        start, end, replacement = edit
+        index = txt.LineIndex(old)
+        a, b = index.position(start, self.encoding), index.position(end, self.encoding)
+        return self.workspace_edit(buffer, [lsp.TextEdit(
+            range=lsp.Range(lsp.Position(a.line, a.character), lsp.Position(b.line, b.character)),
+            new_text=replacement)])
+
+    def workspace_edit(self, buffer: Buffer, edits: list[lsp.TextEdit]) -> lsp.WorkspaceEdit:
+        if self.document_changes:
+            return lsp.WorkspaceEdit(document_changes=[lsp.TextDocumentEdit(
+                text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=buffer.uri, version=buffer.version),
+                edits=edits)])
+        return lsp.WorkspaceEdit(changes={buffer.uri: edits})
+
+    def quick_fix(self, buffer: Buffer, lint: Lint, d: Diagnostic, diag: lsp.Diagnostic) -> lsp.CodeAction | None:
+        if d.fix is None or lint.result.module is None:
+            return None
+        try:
+            edit = self.text_edit(buffer, lint.text, d.fix.apply(lint.result.module).code)
+        except Exception:
+            log.exception("fix for %s failed", d.code)
+            return None
+        if edit is None:
+            return None
+        title = f"Fix {d.code}: {d.fix.description}" + ("" if d.fix.safe else " (unsafe: review the change)")
+        return lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[diag],
+                              is_preferred=d.fix.safe, edit=edit)
+
+    def suppress(self, buffer: Buffer, lint: Lint, d: Diagnostic, diag: lsp.Diagnostic) -> lsp.CodeAction | None:
+        where = txt.noqa_edit(lint.text, d.line, d.code)
+        if where is None:
+            return None
+        start, end, insert = where
+        index = txt.LineIndex(lint.text)
+        a = index.from_cglint(d.line, start + 1, self.encoding)
+        b = index.from_cglint(d.line, end + 1, self.encoding)
+        edit = self.workspace_edit(buffer, [lsp.TextEdit(
+            range=lsp.Range(lsp.Position(a.line, a.character), lsp.Position(b.line, b.character)), new_text=insert)])
+        return lsp.CodeAction(title=f"Suppress {d.code} on this line (# noqa: {d.code})",
+                              kind=lsp.CodeActionKind.QuickFix, diagnostics=[diag], edit=edit)
+
+    async def fix_all_edit(self, buffer: Buffer) -> lsp.WorkspaceEdit | None:
+        text, rules = buffer.text, self.rules_for(buffer.path)
+        loop = asyncio.get_running_loop()
+        try:
+            fixed = await loop.run_in_executor(self.linter, _fix_all, text, buffer.path or buffer.uri, rules)
+        except Exception:
+            log.exception("fix all failed for %s", buffer.uri)
+            return None
+        if buffer.text is not text:
+            return None  # edited meanwhile: the edit would not apply
+        return self.text_edit(buffer, text, fixed)
+
+
+def _wanted(kind: str, only: Sequence[str] | None) -> bool:
+    """Code action kinds are hierarchical: asking for `source` includes `source.fixAll.cglint`."""
+    if only is None:
+        return True
+    return any(not k or kind == k or kind.startswith(k + ".") for k in only)
+
+
+def _overlaps(a: lsp.Range, b: lsp.Range) -> bool:
+    def key(p: lsp.Position) -> tuple[int, int]:
+        return (p.line, p.character)
+
+    return key(a.start) <= key(b.end) and key(b.start) <= key(a.end)
+
+
+def build_server() -> CglintServer:
+    server = CglintServer()
+
+    @server.feature(lsp.INITIALIZE)
+    def initialize(ls: CglintServer, params: lsp.InitializeParams) -> None:
+        caps = params.capabilities
+        ls.encoding = str(getattr(ls.workspace.position_encoding, "value", ls.workspace.position_encoding) or txt.UTF16)
+        text_caps = caps.text_document
+        ls.pull = bool(text_caps and text_caps.diagnostic is not None)
+        workspace = caps.workspace
+        ls.refresh_support = bool(workspace and workspace.diagnostics and workspace.diagnostics.refresh_support)
+        ls.document_changes = bool(workspace and workspace.workspace_edit
+                                   and workspace.workspace_edit.document_changes)
+        resolve = text_caps and text_caps.code_action and text_caps.code_action.resolve_support
+        ls.resolve_edits = bool(resolve and "edit" in resolve.properties)
+        log.info("cglint %s: position encoding %s, %s diagnostics", __version__, ls.encoding,
+                 "pull" if ls.pull else "push")
+
+    # -- document sync: plain functions, so changes apply in the order they arrive ----------
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: CglintServer, params: lsp.DidOpenTextDocumentParams) -> None:
+        doc = params.text_document
+        buffer = Buffer(doc.uri, doc.text, doc.version, to_fs_path(doc.uri) if doc.uri.startswith("file:") else None)
+        old = ls.buffers.pop(doc.uri, None)
+        if old is not None and old.pending is not None:
+            old.pending.cancel()
+        ls.buffers[doc.uri] = buffer
+        ls.schedule(buffer, 0)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: CglintServer, params: lsp.DidChangeTextDocumentParams) -> None:
+        buffer = ls.buffers.get(params.text_document.uri)
+        if buffer is None:
+            return
+        text = buffer.text
+        for change in params.content_changes:
+            if isinstance(change, lsp.TextDocumentContentChangePartial):
+                start = txt.Position(change.range.start.line, change.range.start.character)
+                end = txt.Position(change.range.end.line, change.range.end.character)
+                text = txt.apply_change(text, start, end, change.text, ls.encoding)
+            else:
+                text = change.text
+        buffer.text, buffer.version = text, params.text_document.version
+        ls.schedule(buffer, DEBOUNCE_SECONDS)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))
+    def did_save(ls: CglintServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        if uri.endswith(tuple("/" + name for name in CONFIG_FILES)):
+            ls.config_changed()
+        buffer = ls.buffers.get(uri)
+        if buffer is not None:
+            ls.schedule(buffer, 0)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: CglintServer, params: lsp.DidCloseTextDocumentParams) -> None:
+        buffer = ls.buffers.pop(params.text_document.uri, None)
+        if buffer is None:
+            return
+        if buffer.pending is not None:
+            buffer.pending.cancel()
+        if not ls.pull:
+            ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=buffer.uri, diagnostics=[]))
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def watched_files(ls: CglintServer, params: lsp.DidChangeWatchedFilesParams) -> None:
+        if any(c.uri.endswith(tuple("/" + name for name in CONFIG_FILES)) for c in params.changes):
+            ls.config_changed()
+
+    # -- pull ---------------------------------------------------------------------------
+
+    @server.feature(lsp.TEXT_DOCUMENT_DIAGNOSTIC,
+                    lsp.DiagnosticOptions(identifier="cglint", inter_file_dependencies=False, workspace_diagnostics=False))
+    async def diagnostic(ls: CglintServer, params: lsp.DocumentDiagnosticParams) -> lsp.DocumentDiagnosticReport:
+        buffer = ls.buffers.get(params.text_document.uri)
+        lint = await ls.current_lint(buffer) if buffer is not None else None
+        if lint is None:
+            return lsp.RelatedFullDocumentDiagnosticReport(items=[])
+        if params.previous_result_id == lint.result_id:
+            return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=lint.result_id)
+        return lsp.RelatedFullDocumentDiagnosticReport(items=lint.diagnostics, result_id=lint.result_id)
+
+    # -- code actions -------------------------------------------------------------------
+
+    @server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(
+        code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True))
+    async def code_action(ls: CglintServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction] | None:
+        buffer = ls.buffers.get(params.text_document.uri)
+        if buffer is None:
+            return None
+        lint = await ls.current_lint(buffer)
+        if lint is None or buffer.text is not lint.text:
+            return None
+        only = params.context.only
+        actions: list[lsp.CodeAction] = []
+        if _wanted(lsp.CodeActionKind.QuickFix, only):
+            fixes, noqas = [], []
+            for d, diag in zip(lint.result.diagnostics, lint.diagnostics):
+                if _overlaps(diag.range, params.range):
+                    fixes.append(ls.quick_fix(buffer, lint, d, diag))
+                    noqas.append(ls.suppress(buffer, lint, d, diag))
+            actions += [a for a in fixes + noqas if a is not None]
+        if _wanted(FIX_ALL_KIND, only) and any(d.fix is not None and d.fix.safe for d in lint.result.diagnostics):
+            action = lsp.CodeAction(title="cglint: fix all safely fixable problems", kind=FIX_ALL_KIND,
+                                    data={"uri": buffer.uri, "version": buffer.version})
+            if not ls.resolve_edits:
+                action.edit = await ls.fix_all_edit(buffer)
+            if action.edit is not None or ls.resolve_edits:
+                actions.append(action)
+        return actions
+
+    @server.feature(lsp.CODE_ACTION_RESOLVE)
+    async def resolve(ls: CglintServer, action: lsp.CodeAction) -> lsp.CodeAction:
+        data = action.data if isinstance(action.data, dict) else {}
+        buffer = ls.buffers.get(data.get("uri", ""))
+        if action.kind == FIX_ALL_KIND and buffer is not None and buffer.version == data.get("version"):
+            action.edit = await ls.fix_all_edit(buffer)
+        return action
+
+    # -- hover ----------------------------------------------------------------------------
+
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    def hover(ls: CglintServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        buffer = ls.buffers.get(params.text_document.uri)
+        if buffer is None:
+            return None
+        index = txt.LineIndex(buffer.text)
+        line = index.line(params.position.line)
+        column = txt.code_points(line, params.position.character, ls.encoding)
+        found = txt.noqa_code_at(line, column)
+        if found is None or found[0] not in RULES_BY_CODE:
+            return None
+        code, start, end = found
+        a = index.from_cglint(params.position.line + 1, start + 1, ls.encoding)
+        b = index.from_cglint(params.position.line + 1, end + 1, ls.encoding)
+        return lsp.Hover(
+            contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=RULES_BY_CODE[code].documentation()),
+            range=lsp.Range(lsp.Position(a.line, a.character), lsp.Position(b.line, b.character)))
+
+    @server.feature(lsp.SHUTDOWN)
+    def shutdown(ls: CglintServer, params: Any) -> None:
+        for buffer in ls.buffers.values():
+            if buffer.pending is not None:
+                buffer.pending.cancel()
+        ls.linter.shutdown(wait=False, cancel_futures=True)
+
+    return server

@@ -1,0 +1,177 @@
+"""Text and positions as the language server protocol sees them, without pygls.
+
+LSP lines end at `\\n`, `\\r\\n` or `\\r` (the same breaks libcst and Python use; not
+`str.splitlines`, which also breaks at form feeds and U+2028), and a column counts code units
+of the negotiated position encoding: UTF-16 unless client and server agree on UTF-8 or UTF-32.
+cglint's diagnostics count code points, so every position crosses `LineIndex`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from cglint import noqa
+
+UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+def units(text: str, encoding: str) -> int:
+    """Length of `text` in code units of `encoding`."""
+    if encoding == UTF32 or text.isascii():
+        return len(text)
+    if encoding == UTF8:
+        return len(text.encode("utf-8", "surrogatepass"))
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def code_points(line: str, count: int, encoding: str) -> int:
+    """How many code points of `line` the first `count` code units cover (clamped to the
+    line; a count inside a character rounds up past it)."""
+    if encoding == UTF32 or line.isascii():
+        return max(0, min(count, len(line)))
+    seen = 0
+    for i, char in enumerate(line):
+        if seen >= count:
+            return i
+        seen += units(char, encoding)
+    return len(line)
+
+
+@dataclass(frozen=True)
+class Position:
+    line: int  # 0-based
+    character: int  # code units of the negotiated encoding
+
+
+class LineIndex:
+    """Offsets <-> LSP positions for one text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0] + [m.end() for m in _EOL.finditer(text)]
+
+    def line(self, number: int) -> str:
+        """Line `number` (0-based) without its line break; '' past the end."""
+        if not 0 <= number < len(self.starts):
+            return ""
+        start = self.starts[number]
+        end = self.starts[number + 1] if number + 1 < len(self.starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
+
+    def offset(self, position: Position, encoding: str) -> int:
+        """The string offset of an LSP position, clamped into the text as the spec asks."""
+        if position.line >= len(self.starts):
+            return len(self.text)
+        if position.line < 0:
+            return 0
+        line = self.line(position.line)
+        return self.starts[position.line] + code_points(line, position.character, encoding)
+
+    def position(self, offset: int, encoding: str) -> Position:
+        offset = max(0, min(offset, len(self.text)))
+        number = bisect_right(self.starts, offset) - 1
+        start = self.starts[number]
+        return Position(number, units(self.text[start:offset], encoding))
+
+    def from_cglint(self, line: int, column: int, encoding: str) -> Position:
+        """A cglint position (1-based line, 1-based code-point column) as an LSP position,
+        clamped to the text (a parse error may point one past the last line or column)."""
+        number = line - 1
+        if number >= len(self.starts):
+            last = len(self.starts) - 1
+            return Position(last, units(self.line(last), encoding))
+        number = max(number, 0)
+        text = self.line(number)
+        return Position(number, units(text[: max(column - 1, 0)], encoding))
+
+
+def apply_change(text: str, start: Position, end: Position, new_text: str, encoding: str) -> str:
+    """An incremental `didChange` applied to `text`."""
+    index = LineIndex(text)
+    a, b = index.offset(start, encoding), index.offset(end, encoding)
+    if b < a:
+        a, b = b, a
+    return text[:a] + new_text + text[b:]
+
+
+def line_edit(old: str, new: str) -> tuple[int, int, str] | None:
+    """The smallest whole-line replacement turning `old` into `new`: (start offset, end offset,
+    replacement), or None when they are equal. Whole lines keep the edit readable in an
+    editor's preview and never split a character."""
+    if old == new:
+        return None
+    prefix = 0
+    limit = min(len(old), len(new))
+    while prefix < limit and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]:
+        suffix += 1
+    # Widen to whole lines of `old`. The text before `start` and after `end` is the same in
+    # `new`, so the replacement is `new` between those two anchors.
+    starts = LineIndex(old).starts
+    start = starts[bisect_right(starts, prefix) - 1]
+    end = len(old) - suffix
+    line_no = bisect_right(starts, end) - 1
+    if starts[line_no] != end:
+        end = starts[line_no + 1] if line_no + 1 < len(starts) else len(old)
+    tail = len(old) - end
+    return start, end, new[start:len(new) - tail]
+
+
+def noqa_edit(source: str, line: int, code: str) -> tuple[int, int, str] | None:
+    """The edit adding `code` to the `# noqa` of 1-based `line`: (start column, end column,
+    replacement) in code points of that line, merging into an existing `# noqa: ...`, or None
+    where a comment cannot go (the line continues with a backslash or ends inside a string) or
+    the code is already suppressed."""
+    index = LineIndex(source)
+    text = index.line(line - 1)
+    existing = noqa.suppressions(text)
+    if existing is not None:
+        if existing is noqa.ALL or code in existing:
+            return None
+        match = noqa._NOQA.search(text, text.index("#"))
+        assert match is not None and match.group("codes")
+        end = match.end("codes")
+        return end, end, f", {code}"
+    if not _comment_fits(source, line):
+        return None
+    stripped = len(text.rstrip())
+    return stripped, len(text), f"  # noqa: {code}"
+
+
+def _comment_fits(source: str, line: int) -> bool:
+    """True when a comment appended to 1-based `line` ends up as a comment: the line's end is
+    outside any string and not after a line-continuation backslash."""
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT) and tok.start[0] == line:
+                return True
+            if tok.start[0] > line:
+                return False
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    # An untokenizable buffer: fall back to the visible cases.
+    text = LineIndex(source).line(line - 1)
+    return not text.rstrip().endswith("\\") and text.count('"""') % 2 == 0 and text.count("'''") % 2 == 0
+
+
+def noqa_code_at(line_text: str, column: int) -> tuple[str, int, int] | None:
+    """The rule code under code-point `column` inside a `# noqa: ...` comment of `line_text`:
+    (code, start column, end column), or None."""
+    if "#" not in line_text:
+        return None
+    match = noqa._NOQA.search(line_text, line_text.index("#"))
+    if match is None or not match.group("codes"):
+        return None
+    base = match.start("codes")
+    for code in re.finditer(r"[A-Za-z]+[0-9]+", match.group("codes")):
+        start, end = base + code.start(), base + code.end()
+        if start <= column <= end:
+            return code.group().upper(), start, end
+    return None
