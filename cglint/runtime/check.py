@@ -518,18 +518,21 @@ class _Checker:
                        max(ratios.values()) - min(ratios.values()) <=
                        1e-3 * max(abs(r) for r in ratios.values()))
             if uniform:
-                for k, r in ratios.items():
-                    what = ("gradient reversal" if abs(r + 1) < 1e-3 else
-                            f"gradient reversed and scaled by {abs(r):.3g}" if r < 0 else
-                            f"gradient scaled by {r:.3g}")
+                r = next(iter(ratios.values()))
+                what = ("gradient reversal" if abs(r + 1) < 1e-3 else
+                        f"gradient reversed and scaled by {abs(r):.3g}" if r < 0 else
+                        f"gradient scaled by {r:.3g}")
+                names = ", ".join(self.argl[k].name for k in ratios)
+                for k in ratios:
                     results[k] = ("intentional", "autodiff", results[k][2],
-                                  f"{what} for {self.argl[k].name} (constant ratio vs autodiff)")
+                                  f"{what}: custom = {r:.3g} x autodiff for {names}")
                 bad = [k for k in bad if k not in ratios]
             elif len(ref_mismatch) == len(bad) and self._clipping(us, scale_floor):
+                names = ", ".join(self.argl[k].name for k in ref_mismatch)
                 for k in ref_mismatch:
                     results[k] = ("intentional", "autodiff", results[k][2],
-                                  f"gradient clipping for {self.argl[k].name}: matches autodiff "
-                                  "for a small upstream, nonlinear in it for a large one")
+                                  f"gradient clipping ({names}): matches autodiff for a small "
+                                  "upstream, nonlinear in it for a large one")
                 bad = []
         if bad and self.declared_intentional:
             for k in bad:
@@ -546,9 +549,10 @@ class _Checker:
             ks = [k for k, r in results.items() if r[0] == verdict]
             if ks:
                 ks.sort(key=lambda k: -(results[k][2] or 0.0) if verdict == "mismatch" else k)
-                detail = "; ".join(results[k][3] for k in ks[:2])
-                if len(ks) > 2:
-                    detail += f"; and {len(ks) - 2} more"
+                details = list(dict.fromkeys(results[k][3] for k in ks))
+                detail = "; ".join(details[:2])
+                if len(details) > 2:
+                    detail += f"; and {len(details) - 2} more"
                 if verdict == "mismatch" and len(ks) < len(results):
                     fine = [self.argl[k].name for k, r in results.items() if r[0] == "match"]
                     if fine:
