@@ -279,3 +279,10 @@ def test_same_seed_same_report():
     a = check_gradient(dense_tan("bias*1.001"), x_for(), seed=3).to_dict()
     b = check_gradient(dense_tan("bias*1.001"), x_for(), seed=3).to_dict()
     assert a == b
+
+
+def test_one_in_a_thousand_bias_error_is_caught_at_larger_n():
+    x = tf.random.stateless_normal([5000, 3], seed=[1, 1]) * 0.3
+    r = check_gradient(dense_tan("bias*1.001"), x)
+    assert r.verdict == "mismatch" and r.detail.startswith("d/b off by"), r.detail
+    assert check_gradient(dense_tan("correct"), x).verdict == "match"
