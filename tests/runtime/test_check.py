@@ -286,3 +286,41 @@ def test_one_in_a_thousand_bias_error_is_caught_at_larger_n():
     r = check_gradient(dense_tan("bias*1.001"), x)
     assert r.verdict == "mismatch" and r.detail.startswith("d/b off by"), r.detail
     assert check_gradient(dense_tan("correct"), x).verdict == "match"
+
+
+def test_several_outputs_and_an_integer_input():
+    @tf.custom_gradient
+    def two_outputs(x):
+        def grad(d_sin, d_cos):
+            return d_sin * tf.cos(x) - d_cos * tf.sin(x)
+        return (tf.sin(x), tf.cos(x)), grad
+
+    @tf.custom_gradient
+    def power(x, k):
+        kf = tf.cast(k, x.dtype)
+        return x ** kf, lambda dy: (dy * kf * x ** (kf - 1), None)
+
+    x = tf.constant([0.3, 1.1, -0.7])
+    assert check_gradient(two_outputs, x).verdict == "match"
+    r = check_gradient(power, x, tf.constant(3))
+    assert r.verdict == "match" and [a.name for a in r.args] == ["x"], r.detail
+
+
+def test_stop_gradient_in_body_uses_finite_differences():
+    # Autodiff of the body misses the stopped path; the custom gradient is the true one.
+    @tf.custom_gradient
+    def square(x):
+        return x * tf.stop_gradient(x), lambda dy: 2 * dy * x
+
+    r = check_gradient(square, tf.constant([0.5, -1.5, 2.0]))
+    assert (r.verdict, r.reference) == ("match", "finite-differences"), r.detail
+
+
+def test_kink_is_inconclusive_not_a_bug():
+    @tf.custom_gradient
+    def relu(x):
+        return tf.nn.relu(x), lambda dy: dy * tf.cast(x >= 0, x.dtype)
+
+    r = check_gradient(relu, tf.constant([0.0, 0.0], tf.float64))
+    assert r.verdict == "skipped" and "inconclusive" in r.detail, r.detail
+    assert check_gradient(relu, tf.constant([-0.5, 0.7], tf.float64)).verdict == "match"
