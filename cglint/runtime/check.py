@@ -366,7 +366,9 @@ class _Checker:
 
         order_problem = self._variable_order(us[0], customs[0])
         if order_problem:
-            return self._report("mismatch", order_problem, self._arg_results({}))
+            detail, flagged = order_problem
+            return self._report("mismatch", detail,
+                                self._plain_results(customs, autos, {k: detail for k in flagged}))
         # TensorFlow does not check shapes in eager mode; a wrong shape only breaks later.
         for arg, c in zip(self.argl, customs[0]):
             if c is not None and tuple(c.shape) != arg.shape:
@@ -374,18 +376,21 @@ class _Checker:
                                   f"{arg.name} has shape {arg.shape}")
 
         zero = self._custom([tf.zeros_like(u) for u in us[0]])
-        ignored = [a.name for a, g in zip(self.argl, zero) if not self._zero(g)]
+        ignored = [k for k, g in enumerate(zero) if not self._zero(g)]
         if ignored:
-            return self._report("mismatch", "upstream gradient ignored: nonzero gradient for zero "
-                                f"upstream (d/{', d/'.join(ignored)})", self._arg_results({}))
+            detail = ("upstream gradient ignored: nonzero gradient for zero upstream "
+                      f"(d/{', d/'.join(self.argl[k].name for k in ignored)})")
+            return self._report("mismatch", detail, self._plain_results(
+                customs, autos, {k: "nonzero gradient for zero upstream" for k in ignored}))
 
         again = self._custom(us[0])
-        for arg, c1, c2 in zip(self.argl, customs[0], again):
+        for k, (arg, c1, c2) in enumerate(zip(self.argl, customs[0], again)):
             ok, e = self._close(c2, c1, arg, 0.0)
             if not ok:
-                return self._report("mismatch", f"nondeterministic gradient: two calls with the "
-                                    f"same upstream differ by {_pct(e)} in d/{arg.name}",
-                                    self._arg_results({}))
+                detail = (f"nondeterministic gradient: two calls with the same upstream differ "
+                          f"by {_pct(e)} in d/{arg.name}")
+                return self._report("mismatch", detail,
+                                    self._plain_results(customs, autos, {k: detail}))
 
         return self._classify(us, customs, autos)
 
@@ -404,12 +409,25 @@ class _Checker:
                 if want is None and have is None:
                     continue
                 if (want is None) != (have is None) or want.shape != have.shape or \
-                        not np.allclose(want, have, rtol=self._rtol(self.argl[base + src].dtype),
-                                        atol=0):
+                        not self._close(have, want, self.argl[base + src], 0.0)[0]:
                     return ("gradients do not follow the order of variables: hard-coded order "
                             f"(asked for {self.argl[base + src].name} at position {j}, got "
-                            "another variable's gradient)")
+                            "another variable's gradient)", range(base, base + n))
         return None
+
+    def _plain_results(self, customs, autos, flagged: dict) -> list[ArgResult]:
+        """Per-argument results when a whole-function problem decides the verdict: the plain
+        comparison with autodiff, with the arguments the problem concerns marked."""
+        results = {}
+        for k, arg in enumerate(self.argl):
+            errs = []
+            for c, a in zip((cs[k] for cs in customs), (as_[k] for as_ in autos)):
+                if (c is None or c.shape == arg.shape) and self._finite(a) and self._finite(c):
+                    errs.append(self._close(c, a, arg, 0.0))
+            emax = max((e for _, e in errs), default=None)
+            bad = k in flagged or not errs or not all(ok for ok, _ in errs)
+            results[k] = ("mismatch" if bad else "match", "autodiff", emax, flagged.get(k, ""))
+        return self._arg_results(results)
 
     def _classify(self, us, customs, autos) -> GradientReport:
         results: dict[int, tuple] = {}  # arg index -> (verdict, reference, error, detail)
@@ -571,6 +589,9 @@ class _Checker:
     def _report(self, verdict, detail, args, reference=None, emax=None) -> GradientReport:
         if verdict in ("match", "mismatch", "intentional") and reference is None:
             reference = "autodiff"
+        if emax is None and verdict == "mismatch":
+            emax = max((a.max_rel_error for a in args if a.verdict == "mismatch"
+                        and a.max_rel_error is not None), default=None)
         return GradientReport(verdict=verdict, detail=detail, reference=reference,
                               max_rel_error=emax, seed=self.seed, args=args,
                               function=getattr(self, "fn_name", ""))

@@ -324,3 +324,12 @@ def test_kink_is_inconclusive_not_a_bug():
     r = check_gradient(relu, tf.constant([0.0, 0.0], tf.float64))
     assert r.verdict == "skipped" and "inconclusive" in r.detail, r.detail
     assert check_gradient(relu, tf.constant([-0.5, 0.7], tf.float64)).verdict == "match"
+
+
+def test_per_argument_results_name_the_culprit():
+    r = check_gradient(dense_tan("hard-coded-order"), x_for())
+    kinds = {a.name: a.verdict for a in r.args}
+    assert kinds == {"x": "match", "w": "mismatch", "b": "mismatch"}
+    r = check_gradient(dense_tan("ignored-upstream"), x_for())
+    assert all(a.verdict == "mismatch" for a in r.args)
+    assert all(a.max_rel_error is not None and a.max_rel_error > 0.1 for a in r.args)
