@@ -150,7 +150,13 @@ def test_callable_instead_of_list_and_counts_are_errors():
     def two_outputs_one_upstream(x):
         return (2 * x, 3 * x), (lambda d1: d1)
 
+    @tf.custom_gradient
+    def one_output_two_upstreams(x):
+        return 2 * x, (lambda d1, d2: d1 + d2)
+
     a = tf.constant(2.0)
+    r = check_gradient(one_output_two_upstreams, a)
+    assert r.verdict == "error" and "missing 1 required positional argument" in r.detail
     r = check_gradient(callable_grads, a)
     assert r.verdict == "error" and "has no len()" in r.detail
     r = check_gradient(two_grads_for_three, a, a + 1, a + 2)
