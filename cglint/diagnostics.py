@@ -78,3 +78,4 @@ class FileResult:
     diagnostics: list[Diagnostic]
     parsed: bool  # False when the prefilter skipped the file or it did not parse
     module: cst.Module | None = field(default=None, repr=False)  # the parsed module, for fixes
+    model: Any = field(default=None, repr=False)  # its ModuleModel, for the runtime planner

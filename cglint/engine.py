@@ -62,7 +62,8 @@ def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES,
                                where.end.column + 1, finding.message)
             diag.fix, diag.fixable = finding.fix, finding.fix is not None
             diags.append(diag)
-    return FileResult(path, source, unsuppressed(diags, source), parsed=True, module=module)
+    return FileResult(path, source, unsuppressed(diags, source), parsed=True, module=module,
+                      model=model)
 
 
 def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES) -> FileResult:
