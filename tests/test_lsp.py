@@ -91,6 +91,13 @@ class Editor:
             lsp.CodeActionContext(diagnostics=[diagnostic], only=only)))
         return list(actions or [])
 
+    async def resolve(self, action: lsp.CodeAction) -> lsp.CodeAction:
+        """The action with its edit: clients that support resolving get edits lazily."""
+        if action.edit is None:
+            action = await self.client.code_action_resolve_async(action)
+        assert action.edit is not None
+        return action
+
     def apply(self, edit: lsp.WorkspaceEdit) -> str:
         """The document text after `edit`, as an editor applies it."""
         if edit.document_changes:
@@ -354,7 +361,7 @@ async def test_cg005_quick_fix_on_the_seed_removes_the_diagnostic(editor):
     (cg005,) = [d for d in diags if d.code == "CG005"]
     fixes = [a for a in await editor.code_actions(cg005) if "noqa" not in a.title]
     assert fixes, "no quick fix offered for CG005"
-    fix = fixes[0]
+    fix = await editor.resolve(fixes[0])
     assert fix.kind == lsp.CodeActionKind.QuickFix and fix.diagnostics[0].code == "CG005"
     after = editor.apply(fix.edit)
     # a minimal edit: the changed lines, not the whole document
@@ -372,8 +379,7 @@ async def test_fix_all_applies_every_safe_fix(editor):
     actions = await editor.code_actions(diags[0], only=["source.fixAll"])
     (fix_all,) = actions
     assert fix_all.kind == "source.fixAll.cglint"
-    if fix_all.edit is None:  # the client resolves edits lazily
-        fix_all = await editor.client.code_action_resolve_async(fix_all)
+    fix_all = await editor.resolve(fix_all)
     remaining = await editor.change(editor.apply(fix_all.edit))
     assert len(remaining) < len(diags)
 

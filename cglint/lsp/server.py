@@ -114,7 +114,7 @@ def _fix_all(source: str, path: str, rules: list[type[Rule]]) -> str:
     except ImportError:
         fixing = None
     if fixing is not None and hasattr(fixing, "fix_source"):
-        return fixing.fix_source(source, path, rules).source
+        return fixing.fix_source(source, path, rules).new_source
     # Until cglint.fix exists: apply the safe fixes of each pass together and lint again, to
     # a fixed point (a fix can only be found once the one enclosing it has been applied).
     for _ in range(10):
@@ -294,21 +294,34 @@ class CglintServer(LanguageServer):
                 edits=edits)])
         return lsp.WorkspaceEdit(changes={buffer.uri: edits})
 
-    def quick_fix(self, buffer: Buffer, lint: Lint, d: Diagnostic, diag: lsp.Diagnostic) -> lsp.CodeAction | None:
+    async def quick_fix(self, buffer: Buffer, lint: Lint, index: int) -> lsp.CodeAction | None:
+        """Diagnostic `index`'s fix as a quick fix. Its edit costs a code generation of the
+        module, so clients that resolve code actions get it only when they pick the action."""
+        d, diag = lint.result.diagnostics[index], lint.diagnostics[index]
         if d.fix is None or lint.result.module is None:
             return None
+        title = f"Fix {d.code}: {d.fix.description}" + ("" if d.fix.safe else " (unsafe: review the change)")
+        action = lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[diag],
+                                is_preferred=d.fix.safe)
+        if self.resolve_edits:
+            action.data = {"uri": buffer.uri, "version": buffer.version, "fix": index}
+            return action
+        action.edit = await self.fix_edit(buffer, lint, index)
+        return action if action.edit is not None else None
+
+    async def fix_edit(self, buffer: Buffer, lint: Lint, index: int) -> lsp.WorkspaceEdit | None:
+        d = lint.result.diagnostics[index]
+        assert d.fix is not None and lint.result.module is not None
+        loop = asyncio.get_running_loop()
         try:
-            edit = self.text_edit(buffer, lint.text, d.fix.apply(lint.result.module).code)
+            fixed = await loop.run_in_executor(self.linter, lambda: d.fix.apply(lint.result.module).code)
         except Exception:
             log.exception("fix for %s failed", d.code)
             return None
-        if edit is None:
-            return None
-        title = f"Fix {d.code}: {d.fix.description}" + ("" if d.fix.safe else " (unsafe: review the change)")
-        return lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[diag],
-                              is_preferred=d.fix.safe, edit=edit)
+        return self.text_edit(buffer, lint.text, fixed)
 
-    def suppress(self, buffer: Buffer, lint: Lint, d: Diagnostic, diag: lsp.Diagnostic) -> lsp.CodeAction | None:
+    def suppress(self, buffer: Buffer, lint: Lint, index: int) -> lsp.CodeAction | None:
+        d, diag = lint.result.diagnostics[index], lint.diagnostics[index]
         where = txt.noqa_edit(lint.text, d.line, d.code)
         if where is None:
             return None
@@ -445,11 +458,9 @@ def build_server() -> CglintServer:
         only = params.context.only
         actions: list[lsp.CodeAction] = []
         if _wanted(lsp.CodeActionKind.QuickFix, only):
-            fixes, noqas = [], []
-            for d, diag in zip(lint.result.diagnostics, lint.diagnostics):
-                if _overlaps(diag.range, params.range):
-                    fixes.append(ls.quick_fix(buffer, lint, d, diag))
-                    noqas.append(ls.suppress(buffer, lint, d, diag))
+            here = [i for i, diag in enumerate(lint.diagnostics) if _overlaps(diag.range, params.range)]
+            fixes = [await ls.quick_fix(buffer, lint, i) for i in here]
+            noqas = [ls.suppress(buffer, lint, i) for i in here]
             actions += [a for a in fixes + noqas if a is not None]
         if _wanted(FIX_ALL_KIND, only) and any(d.fix is not None and d.fix.safe for d in lint.result.diagnostics):
             action = lsp.CodeAction(title="cglint: fix all safely fixable problems", kind=FIX_ALL_KIND,
@@ -464,8 +475,14 @@ def build_server() -> CglintServer:
     async def resolve(ls: CglintServer, action: lsp.CodeAction) -> lsp.CodeAction:
         data = action.data if isinstance(action.data, dict) else {}
         buffer = ls.buffers.get(data.get("uri", ""))
-        if action.kind == FIX_ALL_KIND and buffer is not None and buffer.version == data.get("version"):
+        if buffer is None or buffer.version != data.get("version"):
+            return action  # the document changed since: no edit (the client asks again)
+        if action.kind == FIX_ALL_KIND:
             action.edit = await ls.fix_all_edit(buffer)
+        elif isinstance(data.get("fix"), int):
+            lint = buffer.lint
+            if lint is not None and lint.text is buffer.text and 0 <= data["fix"] < len(lint.diagnostics):
+                action.edit = await ls.fix_edit(buffer, lint, data["fix"])
         return action
 
     # -- hover ----------------------------------------------------------------------------

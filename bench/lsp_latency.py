@@ -1,0 +1,268 @@
+"""How long after an edit does the editor show cglint's diagnostics?
+
+Generates a 2,000-line module with 20 custom-gradient functions (in a temporary directory,
+outside the repository), opens it in `cglint lsp` through pygls's LanguageClient over stdio,
+and times many single-character edits: `didChange` sent -> diagnostics for that version
+received. Side by side, in the same run:
+
+  cglint lsp, push      didChange -> publishDiagnostics (includes the 150 ms debounce)
+  cglint lsp, pull      didChange, then textDocument/diagnostic -> response (no debounce)
+  ruff server, push     the same edits through another Python linter's language server,
+                        if `ruff` is installed (it checks other things; a latency reference)
+  engine, in process    cglint.engine.lint_source on the edited text: the floor
+  cglint CLI            `cglint FILE`, a new process per run
+  flake8 --select CG    `flake8 --select CG FILE` with the cglint plugin, a new process per run
+
+Usage: python bench/lsp_latency.py [--edits 40] [--runs 10]
+Prints a table (median, p90, n; milliseconds). The machine may be shared: compare rows of one
+run, not numbers across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pygls.lsp.client import LanguageClient
+from pygls.protocol import LanguageServerProtocol
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+OP = '''
+
+@tf.custom_gradient
+def op_{i}(x):
+    """Custom gradient {i}: tan of an affine map, derivative taken at the output (CG005)."""
+    z = x * scale_{i} + shift_{i}
+    y = tf.math.tan(z)
+
+    def grad(dy):
+        slope = 1.0 / tf.square(tf.math.cos(y))
+        return dy * slope * scale_{i}
+
+    return y, grad
+
+
+scale_{i} = tf.constant({i}.5)
+shift_{i} = tf.constant(0.{i})
+'''
+
+FILLER = '''
+
+def helper_{i}(values, weight=1.0):
+    """Plain code: loops, branches, comprehensions, as in a real training module."""
+    total = 0.0
+    for index, value in enumerate(values):
+        if index % 2 == 0:
+            total += value * weight
+        else:
+            total -= value / (weight + 1.0)
+    squares = [v * v for v in values if v > 0]
+    return total + sum(squares) / max(len(squares), 1)
+
+
+class Block{i}(tf.keras.layers.Layer):
+    def __init__(self, units={i}):
+        super().__init__()
+        self.units = units
+
+    def call(self, inputs):
+        return tf.nn.relu(inputs) * self.units + helper_{i}([1.0, 2.0, 3.0])
+'''
+
+
+def generate(lines: int = 2000, sites: int = 20) -> str:
+    parts = ['"""Generated benchmark module."""\nimport tensorflow as tf\n']
+    parts += [OP.format(i=i) for i in range(sites)]
+    i = 0
+    while sum(p.count("\n") for p in parts) < lines - 2:
+        parts.append(FILLER.format(i=i))
+        i += 1
+    text = "".join(parts)
+    text = "\n".join(text.splitlines()[: lines - 1]) + "\nEDIT_MARK = 0\n"
+    return text
+
+
+def edit_at(text: str, n: int) -> tuple[str, lsp.Range, str]:
+    """Change the last line's digit: a one-character edit anywhere from the sites."""
+    line = text.count("\n") - 1
+    col = len("EDIT_MARK = ")
+    new = str(n % 10)
+    lines = text.split("\n")
+    old_line = lines[line]
+    lines[line] = old_line[:col] + new + old_line[col + 1:]
+    return "\n".join(lines), lsp.Range(lsp.Position(line, col), lsp.Position(line, col + 1)), new
+
+
+def capabilities(pull: bool) -> lsp.ClientCapabilities:
+    text = lsp.TextDocumentClientCapabilities(
+        synchronization=lsp.TextDocumentSyncClientCapabilities(did_save=True),
+        publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True),
+        diagnostic=lsp.DiagnosticClientCapabilities() if pull else None)
+    return lsp.ClientCapabilities(text_document=text, general=lsp.GeneralClientCapabilities(
+        position_encodings=[lsp.PositionEncodingKind.Utf16]))
+
+
+class _RawInitialize(LanguageServerProtocol):
+    """Leaves the `initialize` result as JSON: this lsprotocol/cattrs pair cannot structure
+    some servers' notebook filters, and the benchmark needs none of it."""
+
+    def get_result_type(self, method: str):
+        return None if method == lsp.INITIALIZE else super().get_result_type(method)
+
+
+async def lsp_latencies(command: list[str], path: Path, text: str, edits: int, pull: bool,
+                        expect_codes: bool) -> list[float]:
+    client = LanguageClient("bench", "1", protocol_cls=_RawInitialize)
+    waiting: dict[int, asyncio.Future] = {}
+
+    @client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def published(params: lsp.PublishDiagnosticsParams) -> None:
+        fut = waiting.get(params.version)
+        if fut is not None and not fut.done():
+            fut.set_result((time.perf_counter(), params.diagnostics))
+
+    await client.start_io(*command, env=ENV)
+    await client.initialize_async(lsp.InitializeParams(capabilities=capabilities(pull), process_id=os.getpid(),
+                                                       root_uri=path.parent.as_uri()))
+    client.initialized(lsp.InitializedParams())
+    uri = path.as_uri()
+    loop = asyncio.get_running_loop()
+
+    async def diagnostics_for(version: int) -> tuple[float, list]:
+        if pull:
+            report = await client.text_document_diagnostic_async(
+                lsp.DocumentDiagnosticParams(lsp.TextDocumentIdentifier(uri)))
+            return time.perf_counter(), list(report.items)
+        return await asyncio.wait_for(waiting[version], 60)
+
+    waiting[1] = loop.create_future()
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri, "python", 1, text)))
+    _, first = await diagnostics_for(1)
+    if expect_codes:
+        assert sum(d.code == "CG005" for d in first) == 20, [d.code for d in first]
+
+    times = []
+    for n in range(1, edits + 1):
+        version = n + 1
+        text, where, new = edit_at(text, n)
+        waiting[version] = loop.create_future()
+        await asyncio.sleep(0.05)  # an editor's keystrokes are apart; let the server idle
+        start = time.perf_counter()
+        client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            lsp.VersionedTextDocumentIdentifier(version=version, uri=uri),
+            [lsp.TextDocumentContentChangePartial(range=where, text=new)]))
+        end, diags = await diagnostics_for(version)
+        if expect_codes:
+            assert sum(d.code == "CG005" for d in diags) == 20
+        times.append(end - start)
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    return times
+
+
+def process_latencies(command: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run = subprocess.run(command, capture_output=True, text=True, env=ENV)
+        times.append(time.perf_counter() - start)
+        assert run.returncode == 1 and "CG005" in run.stdout, (command, run.stdout[-500:], run.stderr[-2000:])
+    return times
+
+
+def engine_latencies(text: str, runs: int) -> list[float]:
+    sys.path.insert(0, str(ROOT))
+    from cglint import engine
+
+    times = []
+    for n in range(runs):
+        text, _, _ = edit_at(text, n)
+        start = time.perf_counter()
+        result = engine.lint_source(text, "bench.py")
+        times.append(time.perf_counter() - start)
+        assert sum(d.code == "CG005" for d in result.diagnostics) == 20
+    return times
+
+
+def p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--edits", type=int, default=40, help="edits timed per language server")
+    parser.add_argument("--runs", type=int, default=10, help="runs of each process-per-run reference")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="cglint-lsp-bench-"))
+    try:
+        path = workdir / "bench_module.py"
+        text = generate()
+        path.write_text(text)
+        print(f"module: {text.count(chr(10))} lines, 20 custom-gradient functions, "
+              f"{len(text.encode()) // 1024} KiB; python {sys.version.split()[0]}; "
+              f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+        # Loaded once so the first server start does not pay for a cold disk cache.
+        subprocess.run([sys.executable, "-c", "import cglint.lsp.server"], env=ENV, check=True)
+
+        rows: list[tuple[str, list[float] | None, str]] = []
+        server = [sys.executable, "-m", "cglint", "lsp"]
+        rows.append(("cglint lsp, push (debounce 150 ms)",
+                     asyncio.run(lsp_latencies(server, path, text, args.edits, pull=False, expect_codes=True)),
+                     "didChange -> publishDiagnostics"))
+        rows.append(("cglint lsp, pull",
+                     asyncio.run(lsp_latencies(server, path, text, args.edits, pull=True, expect_codes=True)),
+                     "didChange + textDocument/diagnostic"))
+        ruff = shutil.which("ruff") or shutil.which("ruff", path=os.path.dirname(sys.executable))
+        if ruff:
+            version = subprocess.run([ruff, "--version"], capture_output=True, text=True).stdout.strip()
+            rows.append((f"{version} server, push",
+                         asyncio.run(lsp_latencies([ruff, "server"], path, text, args.edits, pull=False,
+                                                   expect_codes=False)),
+                         "same edits; ruff's own rules"))
+        else:
+            rows.append(("ruff server, push", None, "ruff not installed"))
+        rows.append(("cglint engine, in process", engine_latencies(text, args.edits), "lint_source on the text"))
+        rows.append(("cglint FILE (CLI)", process_latencies([sys.executable, "-m", "cglint", str(path)], args.runs),
+                     "new process per run"))
+        config = workdir / "flake8.cfg"
+        config.write_text(f"[flake8:local-plugins]\nextension =\n    CG = cglint.flake8_plugin:Plugin\npaths = {ROOT}\n")
+        flake8_cmd = [sys.executable, "-m", "flake8", "--config", str(config), "--select", "CG", str(path)]
+        try:
+            import importlib.metadata as md
+
+            if any(ep.group == "flake8.extension" for ep in md.distribution("cglint").entry_points):
+                flake8_cmd = [sys.executable, "-m", "flake8", "--isolated", "--select", "CG", str(path)]
+        except Exception:
+            pass
+        rows.append(("flake8 --select CG FILE", process_latencies(flake8_cmd, args.runs), "new process per run"))
+
+        print()
+        print(f"| {'what':<40} | {'median ms':>9} | {'p90 ms':>8} | {'n':>3} | measures |")
+        print(f"| {'-' * 40} | {'-' * 9}:| {'-' * 7}:| {'-' * 2}:| --- |")
+        for name, times, note in rows:
+            if times is None:
+                print(f"| {name:<40} | {'-':>9} | {'-':>8} | {0:>3} | {note} |")
+                continue
+            ms = [t * 1000 for t in times]
+            print(f"| {name:<40} | {statistics.median(ms):>9.1f} | {p90(ms):>8.1f} | {len(ms):>3} | {note} |")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
