@@ -2,9 +2,10 @@
 
 `flake8 --select CG` reports what `cglint` reports: the same engine, rules and positions, run
 on the lines flake8 has already read (so stdin and coding cookies work as flake8 handles them;
-the file is not read again). flake8 applies `# noqa` itself, so the engine's own noqa filter
-is off here: a code is neither suppressed twice nor dropped when flake8 runs with
-`--disable-noqa`.
+the file is not read again). flake8 applies line `# noqa` comments itself, so the engine's
+line filter is off here: a code is neither suppressed twice nor dropped when flake8 runs
+with `--disable-noqa`. cglint's file-level `# cglint: noqa` is applied here, as flake8 does
+not know it.
 
 flake8 hands an `ast` tree over as well; it is unused (cglint works on libcst's tree), but
 asking for it is what makes flake8 treat this as a tree plugin. A file flake8 cannot parse
@@ -33,10 +34,16 @@ class Plugin:
         self.filename = filename
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
-        from cglint import engine
+        from cglint import engine, noqa
 
-        result = engine.lint_source("".join(self.lines), self.filename, self._rules(), apply_noqa=False)
+        source = "".join(self.lines)
+        result = engine.lint_source(source, self.filename, self._rules(), apply_noqa=False)
+        # flake8 knows line `# noqa` comments, not cglint's file-level `# cglint: noqa[: CODES]`.
+        file_level = getattr(noqa, "file_suppressions", None)
+        silenced = file_level(source)[0] if file_level is not None and result.diagnostics else None
         for d in result.diagnostics:
+            if silenced is not None and (silenced is noqa.ALL or d.code in silenced):
+                continue
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
 
     def _rules(self) -> Any:

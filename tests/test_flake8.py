@@ -147,6 +147,23 @@ def test_noqa_is_applied_by_flake8_once(entry_point_env, tmp_path):
         "plain.py", "other_code.py", "suppressed.py", "bare.py"}
 
 
+@pytest.mark.xfail(not hasattr(__import__("cglint.noqa").noqa, "file_suppressions"), strict=True,
+                   reason="file-level `# cglint: noqa` comes from branch `ci`")
+def test_file_level_cglint_noqa_is_applied_by_the_plugin(entry_point_env, tmp_path):
+    (tmp_path / "all.py").write_text("# cglint: noqa\n" + BAD.format(comment=""))
+    (tmp_path / "cg005.py").write_text("# cglint: noqa: CG005\n" + BAD.format(comment=""))
+    (tmp_path / "cg001.py").write_text("# cglint: noqa: CG001\n" + BAD.format(comment=""))
+    run = flake8("--select", "CG", ".", env=entry_point_env, cwd=tmp_path)
+    assert {(Path(p).name, code) for p, _, code in flake8_findings(run.stdout)} == {("cg001.py", "CG005")}
+    assert flake8_findings(run.stdout) == {(f"./{p}", line, code) for p, line, code in cglint_findings_in(tmp_path)}
+
+
+def cglint_findings_in(directory: Path) -> set[tuple[str, int, str]]:
+    run = subprocess.run([sys.executable, "-m", "cglint", "--output-format", "json", "."], capture_output=True,
+                         text=True, env=ENV, cwd=directory)
+    return {(d["path"], d["line"], d["code"]) for d in json.loads(run.stdout)["diagnostics"]}
+
+
 def test_the_plugin_lints_the_lines_flake8_read(entry_point_env):
     """stdin (an editor buffer) with the display name of a file on disk: the findings are the
     buffer's, so the plugin does not read the file again."""
