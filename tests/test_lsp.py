@@ -407,6 +407,31 @@ async def test_workspace_pyproject_selects_the_rules(editor, tmp_path):
     assert {d.code for d in diags} == {d["code"] for d in cli_json(module, cwd=project)} == {"CG001", "CG002", "CG004"}
 
 
+@pytest.mark.xfail(not HAS_CONFIG, reason="[tool.cglint] support (cglint/config.py) comes from branch `ci`",
+                   strict=True)
+@pytest.mark.asyncio(loop_scope="module")
+async def test_an_edited_pyproject_takes_effect(vscode, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    config = project / "pyproject.toml"
+    config.write_text('[tool.cglint]\nignore = ["CG005"]\n')
+    module = project / "ops.py"
+    module.write_text(BAD)
+    assert await vscode.open(module) == []
+    before = len(vscode.published)
+    config.write_text('[tool.cglint]\nignore = []\n')
+    vscode.client.text_document_did_save(lsp.DidSaveTextDocumentParams(lsp.TextDocumentIdentifier(config.as_uri())))
+
+    async def republished():
+        while True:
+            fresh = [p for p in vscode.published[before:] if p.uri == vscode.uri]
+            if fresh:
+                return list(fresh[-1].diagnostics)
+            await asyncio.sleep(0.01)
+
+    assert [d.code for d in await asyncio.wait_for(republished(), 20)] == ["CG005"]
+
+
 # -- the process --------------------------------------------------------------------------
 
 def test_importing_the_server_does_not_import_tensorflow():
@@ -425,6 +450,20 @@ def test_cglint_lsp_is_a_subcommand_and_a_path_named_lsp_stays_reachable(tmp_pat
         run = subprocess.run([sys.executable, "-m", "cglint", spelling], capture_output=True, text=True, env=ENV,
                              cwd=tmp_path)
         assert run.returncode == 1 and "CG005" in run.stdout, (spelling, run.stdout, run.stderr)
+
+
+def test_console_script_and_missing_pygls():
+    tomllib = pytest.importorskip("tomllib")
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["cglint-lsp"] == "cglint.lsp:main"
+    run = subprocess.run([sys.executable, "-c", "import sys; from cglint.lsp import main; sys.exit(main())",
+                          "--version"], capture_output=True, text=True, env=ENV)
+    assert run.returncode == 0 and run.stdout.startswith("cglint "), run.stderr
+    # Without the `lsp` extra: one line and exit 2, no traceback.
+    code = "import sys; sys.modules['pygls'] = None; from cglint.cli import main; sys.exit(main(['lsp']))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
+    assert run.returncode == 2
+    assert run.stderr.startswith("cglint: error: the language server needs pygls") and run.stderr.count("\n") == 1
 
 
 def test_a_failing_lint_publishes_nothing_and_the_server_keeps_serving(monkeypatch, caplog):
