@@ -30,7 +30,8 @@ def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES,
             message = f"cannot parse: {exc.message}"
             diags.append(_diagnostic(path, SyntaxErrorRule, exc.raw_line, exc.raw_column + 1, exc.raw_line,
                                      exc.raw_column + 2, message))
-        return FileResult(path, source, _unsuppressed(diags, source), parsed=False)
+        kept, warnings = _unsuppressed(diags, source)
+        return FileResult(path, source, kept, parsed=False, warnings=warnings)
     except RecursionError:
         diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, "cannot parse: nesting too deep")]
         return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
@@ -58,7 +59,8 @@ def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES,
                                where.end.column + 1, finding.message)
             diag.fix, diag.fixable = finding.fix, finding.fix is not None
             diags.append(diag)
-    return FileResult(path, source, _unsuppressed(diags, source), parsed=True, module=module)
+    kept, warnings = _unsuppressed(diags, source)
+    return FileResult(path, source, kept, parsed=True, module=module, warnings=warnings)
 
 
 def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES) -> FileResult:
@@ -76,9 +78,7 @@ def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int,
                       name=rule.name, severity=rule.severity, message=message)
 
 
-def _unsuppressed(diags: list[Diagnostic], source: str) -> list[Diagnostic]:
-    if not diags:
-        return diags
-    lines = source.splitlines()
-    kept = [d for d in diags if not (d.line <= len(lines) and noqa.is_suppressed(lines[d.line - 1], d.code))]
-    return sorted(kept, key=lambda d: (d.line, d.column, d.code))
+def _unsuppressed(diags: list[Diagnostic], source: str) -> tuple[list[Diagnostic], list[str]]:
+    from cglint.rules import RULES_BY_CODE
+
+    return noqa.apply(diags, source, RULES_BY_CODE)

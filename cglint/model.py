@@ -462,6 +462,27 @@ class ModuleModel:
 
     # ---- module-level questions ----------------------------------------------------------
 
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node's parent in the module. Fixers need it (which statement holds this
+        assignment?); the parent table is built on first use, so linting never pays for it."""
+        parents = self.__dict__.get("_parents")
+        if parents is None:
+            from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+            parents = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
+            self.__dict__["_parents"] = parents
+        return parents.get(node)
+
+    def names_in_use(self) -> set[str]:
+        """Every name bound, read or imported anywhere in the module: a fixer introducing a
+        name picks one outside this set, so it can shadow nothing."""
+        names = set(self.imports)
+        for scope in self.root.walk():
+            names.update(scope.bindings)
+            names.update(n.value for n in scope.reads)
+        return names
+
+
     def site_for_function(self, node: cst.CSTNode) -> GradientSite | None:
         return next((s for s in self.sites if s.forward is node), None)
 

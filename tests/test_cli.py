@@ -63,8 +63,10 @@ def test_text_output_has_location_code_frame_and_summary(tmp_path):
     assert lines[0].startswith("m.py:8:9: CG004 ")
     assert lines[1] == "   8 |     def grad(dy):"
     assert lines[2] == " " * 15 + "^^^^"
-    assert "m.py:9:31: CG005 " in run.stdout
-    assert lines[-1] == "Found 2 problems in 1 file."
+    assert "m.py:9:31: CG005 [*] " in run.stdout  # [*]: `--fix` can fix it
+    assert lines[-2] == "Found 2 problems in 1 file."
+    assert lines[-1] == ("[*] 1 fixable with the `--fix` option "
+                         "(1 hidden fix can be enabled with the `--unsafe-fixes` option).")
 
 
 def test_json_positions_are_one_based_with_exclusive_end(tmp_path):
