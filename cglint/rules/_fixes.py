@@ -170,7 +170,7 @@ def keyed_variable_gradients(
     entries = ", ".join(f"{names[order[i]]}.ref(): {code(g).strip()}" for i, g in enumerate(var_grads))
     loop = fresh_name(model, "v", "var", "variable")
     access_code = code(access)
-    simple = all(isinstance(g, (cst.Name, cst.Attribute)) for g in var_grads)
+    simple = len(var_grads) == 1 or all(isinstance(g, (cst.Name, cst.Attribute)) for g in var_grads)
     line = sole_statement_line(model, ret.node) if isinstance(ret.node, cst.Return) else None
     description = f"Return the variable gradients keyed on `variables` ({how})"
     if simple or line is None:
