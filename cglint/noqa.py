@@ -23,6 +23,7 @@ _CODES = r"[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*"
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>" + _CODES + r"))?", re.IGNORECASE)
 _FILE_NOQA = re.compile(r"^[ \t\f]*#\s*cglint\s*:\s*noqa\b(?P<rest>.*)$", re.IGNORECASE | re.MULTILINE)
 _FILE_CODES = re.compile(r"\s*(?::\s*(?P<codes>" + _CODES + r"))?\s*\Z")
+_ANY_NOQA = re.compile("noqa", re.IGNORECASE)
 ALL = frozenset({"*"})
 OWN_PREFIX = "CG"
 
@@ -52,7 +53,7 @@ def _split(codes: str) -> list[str]:
 def file_suppressions(source: str) -> tuple[frozenset[str] | None, list[tuple[int, str]]]:
     """Codes the file-level `# cglint: noqa[: CODES]` comments silence (None for none, ALL for
     all), and (line, problem) for malformed ones."""
-    if "cglint" not in source:
+    if not _ANY_NOQA.search(source):
         return None, []
     found: set[str] = set()
     everything = False
@@ -100,7 +101,7 @@ def apply(diags: list[Diagnostic], source: str, known: Iterable[str]) -> tuple[l
         for code in sorted(c for c in file_level if c.startswith(OWN_PREFIX) and c not in known):
             warnings.append(f"unknown rule code {code!r} in `# cglint: noqa`, ignored")
     lines = source.splitlines()
-    if "noqa" in source.lower():
+    if _ANY_NOQA.search(source):
         for number, text in enumerate(lines, 1):
             codes = suppressions(text)
             if codes and codes is not ALL:
