@@ -27,6 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore", type=_codes, metavar="CODES", help="comma-separated codes or prefixes to skip")
     p.add_argument("--output-format", choices=sorted(FORMATTERS), default="text")
     p.add_argument("--stdin-filename", metavar="PATH", help="the path to report for source read from stdin")
+    # `--runtime` takes no separate value (a path may follow it); `--runtime=all` is spelled
+    # with `=` and rewritten to `--runtime-scope all` before parsing.
+    p.add_argument("--runtime", action="store_const", const="flagged",
+                   help="also check the flagged functions numerically against TensorFlow autodiff; "
+                        "--runtime=all checks every custom-gradient function")
+    p.add_argument("--runtime-scope", dest="runtime", choices=["flagged", "all"], help=argparse.SUPPRESS)
+    p.add_argument("--runtime-timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="per-module time limit for --runtime (default: 120)")
     p.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
     p.add_argument("--list-rules", action="store_true", help="list every rule: code, name, summary")
     p.add_argument("--version", action="version", version=f"cglint {__version__}")
@@ -48,6 +56,8 @@ def _fail(message: str) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [a.replace("--runtime=", "--runtime-scope=", 1) if a.startswith("--runtime=") else a for a in argv]
     args = build_parser().parse_args(argv)
     from cglint import engine, files
     from cglint.report import FORMATTERS
@@ -87,5 +97,13 @@ def _run(argv: list[str] | None) -> int:
     except engine.InternalError as exc:
         return _fail(f"internal error, please report: {exc}")
 
-    sys.stdout.write(FORMATTERS[args.output_format](results))
-    return EXIT_FINDINGS if any(r.diagnostics for r in results) else EXIT_CLEAN
+    runtime = None
+    if args.runtime:
+        from cglint.runtime.session import FAILING, run_runtime, terminal_progress
+
+        sites = sum(len(r.model.sites) for r in results if r.model is not None)
+        runtime = run_runtime(results, everything=args.runtime == "all", timeout=args.runtime_timeout,
+                              progress=terminal_progress(sites))
+    sys.stdout.write(FORMATTERS[args.output_format](results, runtime))
+    failed = runtime is not None and any(r["verdict"] in FAILING for r in runtime)
+    return EXIT_FINDINGS if failed or any(r.diagnostics for r in results) else EXIT_CLEAN
