@@ -52,6 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--output-file", metavar="PATH", help="write the report to PATH (atomically) instead of stdout")
     out.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    rt = p.add_argument_group("runtime check (needs the runtime extra: TensorFlow)")
+    # `--runtime` takes no separate value (a path may follow it); `--runtime=all` is spelled
+    # with `=` and rewritten to `--runtime-scope all` before parsing.
+    rt.add_argument("--runtime", action="store_const", const="flagged",
+                    help="also check the flagged functions numerically against TensorFlow autodiff; "
+                         "--runtime=all checks every custom-gradient function")
+    rt.add_argument("--runtime-scope", dest="runtime", choices=["flagged", "all"], help=argparse.SUPPRESS)
+    rt.add_argument("--runtime-timeout", type=float, metavar="SECONDS",
+                    help="per-module time limit for --runtime (default: [tool.cglint.runtime] timeout, else 120)")
     p.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
     p.add_argument("--list-rules", action="store_true", help="list every rule: code, name, summary")
     p.add_argument("--version", action="version", version=f"cglint {__version__}")
@@ -81,6 +90,8 @@ def _plural(n: int, word: str) -> str:
 
 
 def _run(argv: list[str] | None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [a.replace("--runtime=", "--runtime-scope=", 1) if a.startswith("--runtime=") else a for a in argv]
     args = build_parser().parse_args(argv)
     from cglint import config, engine, files
     from cglint.rules import RULES_BY_CODE
@@ -201,11 +212,19 @@ def _report(args, settings, results, fixed: int) -> int:
     from cglint import fix as fixmod
     from cglint.report import Context, render, statistics
 
+    runtime = None
+    if args.runtime:
+        from cglint.runtime.session import run_runtime, terminal_progress
+
+        timeout = args.runtime_timeout if args.runtime_timeout is not None else settings.runtime.timeout
+        sites = sum(len(r.model.sites) for r in results if r.model is not None)
+        runtime = run_runtime(results, everything=args.runtime == "all", timeout=timeout,
+                              progress=terminal_progress(sites))
     if args.statistics:
         text = statistics.render(results, "json" if args.output_format == "json" else "text", args.unsafe_fixes)
     else:
         text = render(args.output_format, results, Context(root=_sarif_root(settings), fixed=fixed,
-                                                          unsafe_fixes=args.unsafe_fixes))
+                                                          unsafe_fixes=args.unsafe_fixes, runtime=runtime))
     if args.output_file:
         try:
             fixmod.write_atomic(args.output_file, text)
@@ -216,7 +235,12 @@ def _report(args, settings, results, fixed: int) -> int:
     remaining = sum(len(r.diagnostics) for r in results)
     if fixed and (args.output_format != "text" or args.statistics or args.output_file):
         print(f"Fixed {_plural(fixed, 'problem')} ({remaining} remaining).", file=sys.stderr)
-    return EXIT_FINDINGS if remaining and not args.exit_zero else EXIT_CLEAN
+    failed = False
+    if runtime is not None:
+        from cglint.runtime.session import FAILING
+
+        failed = any(r["verdict"] in FAILING for r in runtime)
+    return EXIT_FINDINGS if (remaining or failed) and not args.exit_zero else EXIT_CLEAN
 
 
 def _sarif_root(settings):

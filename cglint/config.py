@@ -9,7 +9,7 @@
     per-file-ignores = { "tests/**" = ["CG005"] }
 
     [tool.cglint.runtime]
-    timeout = 60.0                  # seconds per module
+    timeout = 120.0                 # seconds per module (--runtime-timeout)
     rtol = 1e-5                     # default: by dtype
     atol = 0.0
     probes = 3                      # random upstream gradients per check
@@ -55,7 +55,7 @@ class ConfigError(ValueError):
 class RuntimeSettings:
     """`[tool.cglint.runtime]`. `rtol`/`atol` None means "by dtype" / 0."""
 
-    timeout: float = 60.0
+    timeout: float = 120.0
     rtol: float | None = None
     atol: float | None = None
     probes: int = 3

@@ -60,7 +60,7 @@ def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES,
             diag.fix, diag.fixable = finding.fix, finding.fix is not None
             diags.append(diag)
     kept, warnings = _unsuppressed(diags, source)
-    return FileResult(path, source, kept, parsed=True, module=module, warnings=warnings)
+    return FileResult(path, source, kept, parsed=True, module=module, model=model, warnings=warnings)
 
 
 def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES) -> FileResult:

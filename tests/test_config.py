@@ -96,7 +96,7 @@ def test_runtime_settings_are_parsed_and_exposed(project):
     settings = config.load(project / "pkg" / "ops.py")
     assert settings.runtime == config.RuntimeSettings(timeout=30.0, rtol=1e-4, atol=0.0, probes=5)
     assert settings.config_file == project / "pyproject.toml"
-    assert config.RuntimeSettings() == config.RuntimeSettings(timeout=60.0, rtol=None, atol=None, probes=3)
+    assert config.RuntimeSettings() == config.RuntimeSettings(timeout=120.0, rtol=None, atol=None, probes=3)
 
 
 def test_library_settings_rules_for(project):

@@ -15,6 +15,7 @@ class Context:
     root: Path = field(default_factory=Path.cwd)  # SARIF URIs are relative to it (%SRCROOT%)
     fixed: int = 0  # fixes applied by --fix
     unsafe_fixes: bool = False  # whether unsafe fixes count as applicable
+    runtime: list[dict] | None = None  # --runtime's top-level verdicts (text and json show them)
 
 
 Formatter = Callable[[list[FileResult], Optional[Context]], str]
@@ -26,7 +27,7 @@ def _formatters() -> dict[str, Formatter]:
     return {
         "text": text.render,
         "concise": concise.render,
-        "json": lambda results, context=None: json_format.render(results),
+        "json": lambda results, context=None: json_format.render(results, context.runtime if context else None),
         "sarif": sarif.render,
         "github": github.render,
         "junit": junit.render,

@@ -3,6 +3,8 @@ source line with a caret under the span, and a summary line."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from cglint.diagnostics import Diagnostic, FileResult
 
 
@@ -22,6 +24,15 @@ def render(results: list[FileResult], context=None) -> str:
             star = " [*]" if d.fix is not None and (d.fix.safe or unsafe) else ""
             out.append(f"{d.path}:{d.line}:{d.column}: {d.code}{star} {d.message}")
             out.extend(_frame(d, lines))
+            if d.runtime is not None:
+                out.insert(len(out) - 1, f"  = runtime: {describe(d.runtime)}")
+    runtime = context.runtime if context is not None else None
+    if runtime:
+        out.append("Runtime checks:")
+        for r in runtime:
+            against = f" vs {r['reference']}" if r.get("reference") else ""
+            out.append(f"  {r['path']}:{r['line']}: {r['function']}: {r['verdict']}{against}: {r.get('detail') or ''}")
+        out.append("")
     out.extend(summary(results, fixed, unsafe))
     return "\n".join(out) + "\n"
 
@@ -49,6 +60,12 @@ def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False) -> 
     elif hint:
         lines.append(f"No fixes available ({hint}).")
     return lines
+
+
+def describe(summary: dict[str, Any]) -> str:
+    from cglint.runtime.session import describe as words
+
+    return words(summary)
 
 
 def _frame(d: Diagnostic, lines: list[str]) -> list[str]:

@@ -1,0 +1,152 @@
+"""Child process of the runner: imports one user module and checks its functions.
+
+Usage: python -m cglint.runtime.child REQUEST.json RESULTS.jsonl
+
+Results are appended one JSON object per line and flushed as they are produced, so a crash or
+hang part-way through keeps every verdict already reached. The first line records whether
+the import worked. Nothing the user's code does can make this process print a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"module called sys.exit({exc.code!r})"
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text if len(text) <= 240 else text[:237] + "..."
+
+
+def import_by_path(path: str):
+    """Imports a module from its file path. Inside a package (directories with __init__.py)
+    it is imported under its dotted name so relative imports work."""
+    file = Path(path).resolve()
+    root, parts = file.parent, [file.stem]
+    while (root / "__init__.py").exists():
+        parts.insert(0, root.name)
+        root = root.parent
+    if file.stem == "__init__":
+        parts.pop()
+    sys.path.insert(0, str(root))
+    if len(parts) > 1 or parts[0] != file.stem:
+        return importlib.import_module(".".join(parts))
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[file.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def lookup(module, qualname: str):
+    """Returns (callable, None) or (None, reason it cannot be reached by import)."""
+    if "<locals>" in qualname:
+        return None, "not reachable by import: defined inside a function"
+    parts = qualname.split(".")
+    obj = module
+    for i, part in enumerate(parts):
+        if inspect.isclass(obj):
+            raw = inspect.getattr_static(obj, part, None)
+            if raw is None:
+                return None, f"not reachable by import: {qualname} not found"
+            if isinstance(raw, (staticmethod, classmethod)) or inspect.isclass(raw):
+                obj = getattr(obj, part)
+                continue
+            if i == len(parts) - 1:
+                return None, f"needs an instance of {'.'.join(parts[:i])} (a method)"
+            obj = getattr(obj, part)
+            continue
+        if not hasattr(obj, part):
+            return None, f"not reachable by import: {qualname} not found in the module"
+        obj = getattr(obj, part)
+    if not callable(obj):
+        return None, f"not reachable by import: {qualname} is not callable"
+    return obj, None
+
+
+def _params(fn) -> list[str]:
+    from .check import resolve
+
+    forward, _ = resolve(fn)
+    try:
+        return [p.name for p in inspect.signature(forward).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
+def check_one(module, source: str, request: dict, seed: int) -> dict:
+    from .check import check_gradient, forward_runs
+    from .spec import SpecError, build_inputs, candidate_specs, parse_spec
+
+    name = request["function"]
+    fn, why = lookup(module, name)
+    if fn is None:
+        return {"verdict": "skipped", "reference": None, "max_rel_error": None, "detail": why,
+                "seed": seed, "args": []}
+    params = _params(fn)
+    spec_text = request.get("inputs")
+    try:
+        if spec_text:
+            inputs = build_inputs(parse_spec(spec_text), params, module, seed)
+        else:
+            inputs, tried = None, candidate_specs(source, name, request.get("shapes"))
+            for spec_text in tried:
+                candidate = build_inputs(parse_spec(spec_text), params, module, seed)
+                if forward_runs(fn, *candidate):
+                    inputs = candidate
+                    break
+            if inputs is None:
+                return {"verdict": "skipped", "reference": None, "max_rel_error": None,
+                        "detail": f"no inputs could be built: the forward failed on all "
+                                  f"{len(tried)} candidate shapes", "seed": seed, "args": []}
+    except SpecError as e:
+        return {"verdict": "skipped", "reference": None, "max_rel_error": None,
+                "detail": f"bad input spec: {e}", "seed": seed, "args": []}
+    report = check_gradient(fn, *inputs, seed=seed, rtol=request.get("rtol"),
+                            atol=request.get("atol"),
+                            intentional=bool(request.get("intentional", False)))
+    return {**report.to_dict(), "inputs": spec_text}
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[0]).read_text())
+    out = open(argv[1], "a", encoding="utf-8")
+
+    def emit(obj):
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    seed = int(request.get("seed", 0))
+    path = request["module_path"]
+    try:
+        import tensorflow  # noqa: F401 - paid before the user's import, not inside its timeout story
+
+        source = Path(path).read_text(encoding="utf-8", errors="replace")
+        module = import_by_path(path)
+    except BaseException as e:  # SystemExit and KeyboardInterrupt included: report, don't die
+        emit({"import_failed": _reason(e)})
+        return 0
+    emit({"imported": True})
+    for i, req in enumerate(request["functions"]):
+        try:
+            result = check_one(module, source, req, seed)
+        except BaseException as e:
+            result = {"verdict": "skipped", "reference": None, "max_rel_error": None,
+                      "detail": f"the check itself failed: {_reason(e)}", "seed": seed,
+                      "args": []}
+        emit({"index": i, "result": result})
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    sys.exit(main(sys.argv[1:]))

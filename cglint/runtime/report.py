@@ -1,0 +1,77 @@
+"""Result objects of a numeric gradient check (plain data; no TensorFlow here)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+VERDICTS = ("match", "mismatch", "intentional", "error", "skipped")
+REFERENCES = ("autodiff", "finite-differences")
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    # JSON has no inf/nan; an unbounded error is reported as null and explained in `detail`.
+    if x is None or not math.isfinite(x):
+        return None
+    return float(f"{x:.3g}")
+
+
+@dataclass
+class ArgResult:
+    """How the custom gradient of one input or one variable compared with the reference."""
+
+    name: str
+    kind: str  # "input" or "variable"
+    shape: tuple
+    dtype: str
+    verdict: str = "match"
+    reference: str | None = "autodiff"
+    max_rel_error: float | None = None
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "verdict": self.verdict,
+            "reference": self.reference,
+            "max_rel_error": _finite_or_none(self.max_rel_error),
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class GradientReport:
+    """The verdict for one custom-gradient function, in the shape of the JSON `runtime` object."""
+
+    verdict: str
+    detail: str
+    reference: str | None = None
+    max_rel_error: float | None = None
+    seed: int = 0
+    args: list[ArgResult] = field(default_factory=list)
+    function: str = ""
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"unknown verdict {self.verdict!r}")
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "match"
+
+    def to_dict(self) -> dict:
+        return {
+            "verdict": self.verdict,
+            "reference": self.reference,
+            "max_rel_error": _finite_or_none(self.max_rel_error),
+            "detail": self.detail,
+            "seed": self.seed,
+            "args": [a.to_dict() for a in self.args],
+        }
+
+    def __str__(self) -> str:
+        name = f"{self.function}: " if self.function else ""
+        return f"{name}{self.verdict} ({self.detail})"

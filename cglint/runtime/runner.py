@@ -1,0 +1,88 @@
+"""Runs the runtime check for one user module in a child process, with a timeout.
+
+User code may crash, hang, `sys.exit` or `os._exit`; each such module costs `skipped` verdicts
+with the reason, never the caller's run. This module does not import TensorFlow itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _skipped(detail: str, seed: int) -> dict:
+    return {"verdict": "skipped", "reference": None, "max_rel_error": None, "detail": detail,
+            "seed": seed, "args": []}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def run_module_checks(module_path: str, functions: list[dict], timeout: float = 60.0,
+                      seed: int = 0) -> list[dict]:
+    """Checks `functions` of the module at `module_path` in one child process.
+
+    Each entry of `functions` is a dict with `function` (qualified name: `op`, `Class.method`)
+    and optionally `inputs` (a spec, see `cglint.runtime.spec`), `shapes` (shapes the static
+    side found, for the input search), `intentional`, `rtol`, `atol`, and any keys the caller
+    wants echoed back (`line`, ...). Returns one dict per entry, in order: the entry's own keys
+    plus `path`, `verdict`, `reference`, `max_rel_error`, `detail`, `seed`, `args`, `inputs`.
+    """
+    functions = list(functions)
+    with tempfile.TemporaryDirectory(prefix="cglint-") as tmp:
+        req_path, res_path = Path(tmp, "request.json"), Path(tmp, "results.jsonl")
+        req_path.write_text(json.dumps({"module_path": str(Path(module_path).resolve()),
+                                        "functions": functions, "seed": seed}))
+        res_path.touch()
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": os.pathsep.join(
+                   p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)}
+        failure = None
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cglint.runtime.child", str(req_path), str(res_path)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=env, cwd=str(Path(module_path).resolve().parent),
+                start_new_session=True)  # its own process group, so a hang is killed whole
+        except OSError as e:
+            return [{**f, "path": module_path, **_skipped(f"could not start the child: {e}", seed)}
+                    for f in functions]
+        try:
+            rc = proc.wait(timeout=timeout)
+            if rc < 0:
+                failure = f"child killed by signal {signal.Signals(-rc).name}"
+            elif rc != 0:
+                failure = f"child exited with code {rc}"
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)  # the child and anything the user's code spawned
+            proc.wait()
+            failure = f"timed out after {timeout:g}s"
+        events = []
+        for line in res_path.read_text(encoding="utf-8").splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # a line cut short by a crash
+    import_failed = next((e["import_failed"] for e in events if "import_failed" in e), None)
+    done = {e["index"]: e["result"] for e in events if "index" in e}
+    out = []
+    for i, f in enumerate(functions):
+        if i in done:
+            result = done[i]
+        elif import_failed is not None:
+            result = _skipped(f"import failed: {import_failed}", seed)
+        else:
+            result = _skipped(failure or "no result from the child", seed)
+        out.append({**f, "path": module_path, **result})
+    return out

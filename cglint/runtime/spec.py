@@ -1,0 +1,330 @@
+"""A small, safe language for describing the inputs of a checked function.
+
+A spec is a comma-separated list of inputs, one per positional parameter, optionally named:
+
+    x=normal(2, 3)                      Gaussian, mean 0 stddev 1 (mean=, stddev= accepted)
+    uniform(2, 3, low=-1, high=1)       uniform on [low, high)
+    zeros(4) / ones(2, 2)               constant fills
+    constant([[1., 2.], [3., 4.]])      a literal (Python numbers and nested lists only)
+    2.5                                 a scalar literal
+    module:NAME  /  module:NAME.attr    a value the module defines (e.g. an example batch)
+    float64                             on its own: the dtype of every input not naming one
+
+Every constructor takes `dtype=float16|bfloat16|float32|float64|int32|int64`. Named inputs are
+matched to the function's parameters by name, unnamed ones by position. Parsing uses Python's
+`ast` module and only accepts these forms; nothing is ever evaluated. Random inputs come from
+a seeded generator, so a spec always yields the same tensors.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
+CONSTRUCTORS = {
+    "normal": {"mean": 0.0, "stddev": 1.0},
+    "uniform": {"low": -1.0, "high": 1.0},
+    "zeros": {},
+    "ones": {},
+    "constant": {},
+}
+
+
+class SpecError(ValueError):
+    """The spec text is not in the input language."""
+
+
+@dataclass
+class InputSpec:
+    kind: str  # a constructor name, "literal" or "module"
+    shape: tuple = ()
+    params: dict = field(default_factory=dict)
+    value: object = None  # the literal, or the module attribute path
+    dtype: str | None = None
+    name: str | None = None
+
+    def __str__(self) -> str:
+        head = f"{self.name}=" if self.name else ""
+        if self.kind == "module":
+            return f"{head}module:{self.value}"
+        args = [repr(self.value)] if self.kind in ("constant", "literal") else \
+            [str(d) for d in self.shape]
+        args += [f"{k}={v}" for k, v in self.params.items()]
+        if self.dtype:
+            args.append(f"dtype={self.dtype}")
+        if self.kind == "literal":
+            return head + repr(self.value) + (f" {self.dtype}" if self.dtype else "")
+        return f"{head}{self.kind}({', '.join(args)})"
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                raise SpecError("unbalanced brackets")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if depth != 0:
+        raise SpecError("unbalanced brackets")
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _number(node) -> float | int:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _number(node.operand)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    raise SpecError("expected a number")
+
+
+def _literal(node):
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(e) for e in node.elts]
+    return _number(node)
+
+
+def _dtype(node) -> str:
+    name = node.id if isinstance(node, ast.Name) else \
+        node.value if isinstance(node, ast.Constant) else None
+    if name not in DTYPES:
+        raise SpecError(f"unknown dtype {name!r}; expected one of {', '.join(DTYPES)}")
+    return name
+
+
+def _parse_one(text: str, default_dtype: str | None) -> InputSpec:
+    name = None
+    m = re.match(r"^([A-Za-z_]\w*)\s*=(?!=)\s*(.*)$", text, re.DOTALL)
+    if m:
+        name, text = m.group(1), m.group(2).strip()
+    if text.startswith("module:"):
+        path = text[len("module:"):].strip()
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", path):
+            raise SpecError(f"bad module reference {text!r}")
+        return InputSpec("module", value=path, name=name)
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError as e:
+        raise SpecError(f"cannot parse {text!r}: {e.msg}") from None
+    if not isinstance(node, ast.Call):
+        return InputSpec("literal", value=_literal(node), dtype=default_dtype, name=name)
+    if not isinstance(node.func, ast.Name) or node.func.id not in CONSTRUCTORS:
+        raise SpecError(f"unknown constructor in {text!r}; expected one of "
+                        f"{', '.join(CONSTRUCTORS)}")
+    kind = node.func.id
+    params = dict(CONSTRUCTORS[kind])
+    dtype = default_dtype
+    for kw in node.keywords:
+        if kw.arg == "dtype":
+            dtype = _dtype(kw.value)
+        elif kw.arg in params:
+            params[kw.arg] = float(_number(kw.value))
+        else:
+            raise SpecError(f"{kind}() takes no argument {kw.arg!r}")
+    if kind == "constant":
+        if len(node.args) != 1:
+            raise SpecError("constant() takes exactly one literal")
+        return InputSpec(kind, value=_literal(node.args[0]), dtype=dtype, name=name)
+    dims = []
+    for a in node.args:
+        if isinstance(a, (ast.List, ast.Tuple)):  # normal([2, 3]) as well as normal(2, 3)
+            dims += [_number(e) for e in a.elts]
+        else:
+            dims.append(_number(a))
+    if any(not isinstance(d, int) or d < 0 for d in dims):
+        raise SpecError(f"shape dimensions must be non-negative integers in {text!r}")
+    return InputSpec(kind, shape=tuple(dims), params=params, dtype=dtype, name=name)
+
+
+def parse_spec(text: str) -> list[InputSpec]:
+    """Parses a spec into one InputSpec per input. Raises SpecError with a readable reason."""
+    parts = _split_top_level(text or "")
+    bare = {p for p in parts if p in DTYPES}
+    if len(bare) > 1:
+        raise SpecError(f"conflicting dtypes {', '.join(sorted(bare))}")
+    default = bare.pop() if bare else None
+    return [_parse_one(p, default) for p in parts if p not in DTYPES]
+
+
+def shape_spec(shapes, dtype: str | None = None) -> str:
+    """The spec of Gaussian inputs with the given shapes (used by the input search)."""
+    suffix = f", dtype={dtype}" if dtype else ""
+    return ", ".join(f"normal({', '.join(str(d) for d in s)}{suffix})" if s else
+                     f"normal({suffix.lstrip(', ')})" for s in shapes)
+
+
+def build_inputs(specs: list[InputSpec], params: list[str] | None = None, module=None,
+                 seed: int = 0) -> list:
+    """Turns parsed specs into positional inputs (tensors or module values)."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    named = [s for s in specs if s.name]
+    if named and params is None:
+        raise SpecError("named inputs need the function's parameter names")
+    values = []
+    for s in specs:
+        dtype = tf.as_dtype(s.dtype or "float32")
+        if s.kind == "module":
+            obj = module
+            for attr in s.value.split("."):
+                if not hasattr(obj, attr):
+                    raise SpecError(f"the module defines no {s.value!r}")
+                obj = getattr(obj, attr)
+            values.append(obj)
+        elif s.kind == "normal":
+            values.append(tf.constant(s.params["mean"] + s.params["stddev"] *
+                                      rng.standard_normal(s.shape), dtype=dtype))
+        elif s.kind == "uniform":
+            values.append(tf.constant(rng.uniform(s.params["low"], s.params["high"], s.shape),
+                                      dtype=dtype))
+        elif s.kind == "zeros":
+            values.append(tf.zeros(s.shape, dtype))
+        elif s.kind == "ones":
+            values.append(tf.ones(s.shape, dtype))
+        else:
+            values.append(tf.constant(s.value, dtype=dtype))
+    if not named:
+        return values
+    slots: dict[int, object] = {}
+    free = []
+    for s, v in zip(specs, values):
+        if s.name:
+            if s.name not in params:
+                raise SpecError(f"the function has no parameter {s.name!r}")
+            slots[params.index(s.name)] = v
+        else:
+            free.append(v)
+    out = []
+    for i in range(len(slots) + len(free)):
+        if i in slots:
+            out.append(slots[i])
+        elif free:
+            out.append(free.pop(0))
+        else:
+            raise SpecError(f"no input given for parameter {params[i]!r}")
+    return out
+
+
+# ---------------------------------------------------------------- input search
+
+_SHAPED_CALLS = {"zeros", "ones", "normal", "uniform", "truncated_normal", "fill", "eye"}
+_VALUE_CALLS = {"Variable", "constant", "convert_to_tensor"}
+
+
+def _literal_shape(node) -> tuple | None:
+    """Shape of a nested list literal, or None if it is ragged or not a literal."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        inner = [_literal_shape(e) for e in node.elts]
+        if not inner:
+            return (0,)
+        if any(s is None for s in inner) or len(set(inner)) != 1:
+            return None
+        return (len(inner),) + inner[0]
+    try:
+        _number(node)
+        return ()
+    except SpecError:
+        return None
+
+
+def _call_name(node) -> str:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _shape_of_expr(node) -> tuple | None:
+    if not isinstance(node, ast.Call):
+        return None
+    name = _call_name(node)
+    if name in _VALUE_CALLS and node.args:
+        inner = node.args[0]
+        return _literal_shape(inner) if not isinstance(inner, ast.Call) else _shape_of_expr(inner)
+    if name in _SHAPED_CALLS:
+        arg = node.args[0] if node.args else next(
+            (k.value for k in node.keywords if k.arg == "shape"), None)
+        if isinstance(arg, (ast.List, ast.Tuple)):
+            try:
+                dims = tuple(_number(e) for e in arg.elts)
+            except SpecError:
+                return None
+            return dims if all(isinstance(d, int) and d >= 0 for d in dims) else None
+    return None
+
+
+def module_shapes(source: str) -> list[tuple]:
+    """Shapes of module-level `tf.Variable`/`tf.constant`/`tf.zeros([...])`-style literals."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    shapes = []
+    for stmt in tree.body:
+        value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+        shape = _shape_of_expr(value) if value is not None else None
+        if shape is not None and shape not in shapes:
+            shapes.append(shape)
+    return shapes
+
+
+def _positional_count(source: str, qualname: str) -> int | None:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    body, node = tree.body, None
+    for part in qualname.split("."):
+        node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                       ast.ClassDef)) and n.name == part), None)
+        if node is None:
+            return None
+        body = node.body
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    names = [a.arg for a in node.args.posonlyargs + node.args.args]
+    if "." in qualname and names and names[0] in ("self", "cls"):
+        names = names[1:]
+    return len(names)
+
+
+def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8) -> list[str]:
+    """Candidate input specs for `qualname`, most plausible first: shapes that fit a matrix
+    product with the module's weights (`x @ W` needs x of shape (batch, W.shape[0])), the
+    module's own shapes and dimensions, then generic small shapes. `shapes` are the shapes the
+    static side found; without them the module's literals are read here."""
+    shapes = [tuple(s) for s in (module_shapes(source) if shapes is None else shapes)]
+    nparams = _positional_count(source, qualname)
+    nparams = 1 if nparams is None else nparams
+    if nparams == 0:
+        return [""]
+    one: list[tuple] = []
+
+    def add(s):
+        if s not in one:
+            one.append(s)
+
+    for s in shapes:
+        if len(s) >= 2:
+            add((2, s[0]))
+    for s in shapes:
+        add(s)
+    for d in dict.fromkeys(d for s in shapes for d in s):
+        add((2, d))
+        add((d,))
+    for s in ((2, 3), (3,), ()):
+        add(s)
+    specs = [shape_spec([s] * nparams) for s in one]
+    if nparams > 1 and len(shapes) >= nparams:
+        specs.insert(0, shape_spec(shapes[:nparams]))
+    return list(dict.fromkeys(specs))[:limit]

@@ -1,0 +1,341 @@
+"""check_gradient against real TensorFlow: correct ops, real bugs, intentional estimators,
+structural errors. Every case here was a distinct failure mode in TensorFlow 2.21."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from cglint.runtime import GradientReport, assert_gradient_matches, check_gradient
+
+
+def dense_tan(kind, dtype=tf.float32, n_vars=2):
+    """tan(x @ W + b) with a custom gradient in style `kind`, over fresh variables."""
+    W = tf.Variable(tf.constant([[1., 2.], [2., 3.], [3., 4.]], dtype) * 0.1, name="w")
+    B = tf.Variable(tf.constant([0.1, 0.2], dtype), name="b")
+
+    @tf.custom_gradient
+    def op(x):
+        z = x @ W + B
+        y = tf.tan(z)
+
+        def grad(upstream, variables=None):
+            g = upstream / tf.square(tf.cos(y if kind == "cos(y)" else z))
+            if kind == "ignored-upstream":
+                g = 1.0 / tf.square(tf.cos(z))
+            scale = -1.0 if kind == "reversal" else 1.0
+            db = tf.reduce_sum(g, 0) * (1.001 if kind == "bias*1.001" else 1.0)
+            if kind == "hard-coded-order":
+                return g @ tf.transpose(W), [tf.transpose(x) @ g, db]
+            if kind == "flat":
+                return g @ tf.transpose(W), tf.transpose(x) @ g, db
+            by_var = {W.ref(): scale * tf.transpose(x) @ g, B.ref(): scale * db}
+            return scale * g @ tf.transpose(W), [by_var[v.ref()] for v in variables]
+
+        if kind == "seed-fix":
+            def grad(upstream):  # noqa: F811 - the seed's "corrected" code
+                g = upstream / tf.square(tf.cos(z))
+                return g @ tf.transpose(W), lambda variables: [tf.transpose(x) @ g,
+                                                               tf.reduce_sum(g, 0)]
+        return y, grad
+
+    return op
+
+
+def x_for(dtype=tf.float32):
+    return tf.constant([[0.1, 0.2, 0.3], [0.1, -0.1, 0.2]], dtype)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+def test_dense_tan_keyed_on_variables_matches(dtype):
+    r = check_gradient(dense_tan("correct", dtype), x_for(dtype))
+    assert r.verdict == "match", r.detail
+    assert r.reference == "autodiff"
+    assert [(a.name, a.kind) for a in r.args] == [("x", "input"), ("w", "variable"),
+                                                  ("b", "variable")]
+    assert r.max_rel_error < (1e-6 if dtype == tf.float32 else 1e-14)
+    assert r.detail.startswith("matches autodiff to")
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+def test_sigmoid_and_log1pexp_match(dtype):
+    @tf.custom_gradient
+    def sigmoid(x):
+        s = tf.sigmoid(x)
+        return s, lambda dy: dy * s * (1 - s)
+
+    @tf.custom_gradient
+    def log1pexp(x):
+        e = tf.exp(x)
+        return tf.math.log(1 + e), lambda dy: dy * (1 - 1 / (1 + e))
+
+    x = tf.constant([-2.0, -0.5, 0.3, 1.7, 4.0], dtype)
+    for f in (sigmoid, log1pexp):
+        r = check_gradient(f, x)
+        assert (r.verdict, r.reference) == ("match", "autodiff"), (f, r.detail)
+
+
+def test_output_derivative_is_mismatch():
+    r = check_gradient(dense_tan("cos(y)"), x_for())
+    assert r.verdict == "mismatch"
+    assert r.max_rel_error > 0.01
+    assert "off by" in r.detail and "vs autodiff" in r.detail
+
+
+def test_one_in_a_thousand_bias_error_is_caught_in_float32():
+    r = check_gradient(dense_tan("bias*1.001"), x_for())
+    assert r.verdict == "mismatch", r.detail
+    by_name = {a.name: a for a in r.args}
+    assert by_name["b"].verdict == "mismatch"
+    assert 5e-4 < by_name["b"].max_rel_error < 2e-3
+    assert by_name["x"].verdict == by_name["w"].verdict == "match"
+    assert r.detail.startswith("d/b off by 0.1")
+
+
+def test_ignored_upstream_is_mismatch():
+    r = check_gradient(dense_tan("ignored-upstream"), x_for())
+    assert r.verdict == "mismatch"
+    assert r.detail.startswith("upstream gradient ignored: nonzero gradient for zero upstream")
+
+
+def test_hard_coded_variable_order_is_mismatch_whatever_the_set_order():
+    # The permuted calls decide it, so the verdict does not depend on TensorFlow's set order.
+    for _ in range(3):
+        r = check_gradient(dense_tan("hard-coded-order"), x_for())
+        assert r.verdict == "mismatch"
+        assert r.detail.startswith("gradients do not follow the order of variables: hard-coded")
+
+
+def test_hard_coded_order_with_three_same_shape_variables():
+    vs = [tf.Variable(float(i + 1), name=f"v{i}") for i in range(3)]
+
+    @tf.custom_gradient
+    def f(x):
+        y = x * (vs[0] + 2 * vs[1] + 3 * vs[2])
+
+        def grad(u, variables=None):
+            return u * (vs[0] + 2 * vs[1] + 3 * vs[2]), [u * x, 2 * u * x, 3 * u * x]
+        return y, grad
+
+    r = check_gradient(f, tf.constant(1.5))
+    assert r.verdict == "mismatch" and "hard-coded order" in r.detail
+
+
+def test_seed_fix_is_error_with_tensorflows_message():
+    r = check_gradient(dense_tan("seed-fix"), x_for())
+    assert r.verdict == "error"
+    assert "grad_fn must accept keyword argument 'variables'" in r.detail
+    assert "\n" not in r.detail and "numpy=" not in r.detail
+
+
+def test_flat_tuple_is_error_too_many_values():
+    r = check_gradient(dense_tan("flat"), x_for())
+    assert r.verdict == "error"
+    assert "too many values to unpack" in r.detail
+
+
+def test_callable_instead_of_list_and_counts_are_errors():
+    v = tf.Variable(2.0, name="v")
+
+    @tf.custom_gradient
+    def callable_grads(x):
+        return x * v, lambda u, variables=None: (u * v, lambda vs: [u * x])
+
+    @tf.custom_gradient
+    def two_grads_for_three(p, q, r):
+        return p * q + r, lambda dy: (dy * q, dy * p)
+
+    @tf.custom_gradient
+    def two_outputs_one_upstream(x):
+        return (2 * x, 3 * x), (lambda d1: d1)
+
+    @tf.custom_gradient
+    def one_output_two_upstreams(x):
+        return 2 * x, (lambda d1, d2: d1 + d2)
+
+    a = tf.constant(2.0)
+    r = check_gradient(one_output_two_upstreams, a)
+    assert r.verdict == "error" and "missing 1 required positional argument" in r.detail
+    r = check_gradient(callable_grads, a)
+    assert r.verdict == "error" and "has no len()" in r.detail
+    r = check_gradient(two_grads_for_three, a, a + 1, a + 2)
+    assert r.verdict == "error"
+    assert "expected to return 3 gradients, but returned 2" in r.detail
+    r = check_gradient(two_outputs_one_upstream, a)
+    assert r.verdict == "error" and "takes 1 positional argument but 2 were given" in r.detail
+
+
+def test_wrong_gradient_shape_is_error():
+    @tf.custom_gradient
+    def f(x):
+        return tf.sin(x), lambda u: tf.reduce_sum(u * tf.cos(x))
+
+    r = check_gradient(f, tf.constant([1.0, 2.0, 3.0]))
+    assert r.verdict == "error" and "shape" in r.detail
+
+
+def test_log1pexp_at_100_matches_finite_differences():
+    @tf.custom_gradient
+    def log1pexp(x):
+        e = tf.exp(x)
+        return tf.math.log(1 + e), lambda dy: dy * (1 - 1 / (1 + e))
+
+    r = check_gradient(log1pexp, tf.constant([0.0, 2.0, 100.0]))
+    assert (r.verdict, r.reference) == ("match", "finite-differences"), r.detail
+    assert r.detail.startswith("matches finite-differences to")
+
+
+def test_wrong_gradient_where_autodiff_is_not_finite_is_mismatch():
+    @tf.custom_gradient
+    def log1pexp_wrong(x):
+        e = tf.exp(x)
+        return tf.math.log(1 + e), lambda dy: dy * 0.5 * (1 - 1 / (1 + e))
+
+    r = check_gradient(log1pexp_wrong, tf.constant([0.0, 2.0, 100.0]))
+    assert (r.verdict, r.reference) == ("mismatch", "finite-differences"), r.detail
+
+
+def test_straight_through_clipping_reversal_are_intentional():
+    @tf.custom_gradient
+    def straight_through(x):
+        return tf.round(x), lambda dy: dy
+
+    @tf.custom_gradient
+    def clipped(x):
+        return tf.sin(x), lambda dy: tf.clip_by_norm(dy, 1.0) * tf.cos(x)
+
+    @tf.custom_gradient
+    def reversed_(x):
+        return tf.identity(x), lambda dy: -dy
+
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]])
+    r = check_gradient(straight_through, x)
+    assert r.verdict == "intentional" and "straight-through" in r.detail, r.detail
+    r = check_gradient(clipped, x)
+    assert r.verdict == "intentional" and "clipping" in r.detail, r.detail
+    r = check_gradient(reversed_, x)
+    assert r.verdict == "intentional" and "reversal" in r.detail, r.detail
+    r = check_gradient(dense_tan("reversal"), x_for())
+    assert r.verdict == "intentional" and "reversal" in r.detail, r.detail
+
+
+def test_declared_intentional_turns_mismatch_into_intentional():
+    r = check_gradient(dense_tan("cos(y)"), x_for(), intentional=True)
+    assert r.verdict == "intentional"
+    assert r.detail.startswith("declared intentional")
+
+
+def test_nondeterministic_gradient_is_mismatch():
+    @tf.custom_gradient
+    def noisy(x):
+        return tf.sin(x), lambda dy: dy * tf.cos(x) * (1 + 1e-2 * tf.random.normal(tf.shape(x)))
+
+    r = check_gradient(noisy, tf.constant([0.5, 1.0]))
+    assert r.verdict == "mismatch" and "nondeterministic" in r.detail
+
+
+def test_forward_that_fails_on_inputs_is_skipped_and_nothing_raises():
+    W = tf.Variable(tf.ones([3, 2]))
+
+    @tf.custom_gradient
+    def op(x):
+        return x @ W, lambda u, variables=None: (u @ tf.transpose(W), [tf.transpose(x) @ u])
+
+    r = check_gradient(op, tf.ones([2, 5]))
+    assert r.verdict == "skipped" and r.detail.startswith("forward raised on these inputs")
+
+
+def test_raw_forward_and_tf_function_wrapped_are_accepted():
+    def raw(x):
+        return tf.sin(x), lambda dy: dy * tf.cos(x)
+
+    x = tf.constant([0.2, 0.4])
+    assert check_gradient(raw, x).verdict == "match"
+    assert check_gradient(tf.function(tf.custom_gradient(raw)), x).verdict == "match"
+
+
+def test_report_json_and_assert_helper():
+    r = check_gradient(dense_tan("cos(y)"), x_for(), seed=7)
+    d = json.loads(json.dumps(r.to_dict()))
+    assert set(d) >= {"verdict", "reference", "max_rel_error", "detail", "seed", "args"}
+    assert d["seed"] == 7 and d["verdict"] == "mismatch"
+    assert {a["name"] for a in d["args"]} == {"x", "w", "b"}
+    assert isinstance(r, GradientReport)
+    with pytest.raises(AssertionError, match="off by"):
+        assert_gradient_matches(dense_tan("cos(y)"), x_for())
+    assert_gradient_matches(dense_tan("correct"), x_for())
+    with pytest.raises(AssertionError):
+        assert_gradient_matches(dense_tan("reversal"), x_for())
+    assert_gradient_matches(dense_tan("reversal"), x_for(), allow_intentional=True)
+
+
+def test_non_trainable_variables_need_no_variables_parameter():
+    scale = tf.Variable(3.0, trainable=False)
+
+    @tf.custom_gradient
+    def f(x):
+        return scale * tf.sin(x), lambda dy: dy * scale * tf.cos(x)
+
+    r = check_gradient(f, tf.constant([0.1, 0.9]))
+    assert r.verdict == "match" and [a.kind for a in r.args] == ["input"]
+
+
+def test_same_seed_same_report():
+    a = check_gradient(dense_tan("bias*1.001"), x_for(), seed=3).to_dict()
+    b = check_gradient(dense_tan("bias*1.001"), x_for(), seed=3).to_dict()
+    assert a == b
+
+
+def test_one_in_a_thousand_bias_error_is_caught_at_larger_n():
+    x = tf.random.stateless_normal([5000, 3], seed=[1, 1]) * 0.3
+    r = check_gradient(dense_tan("bias*1.001"), x)
+    assert r.verdict == "mismatch" and r.detail.startswith("d/b off by"), r.detail
+    assert check_gradient(dense_tan("correct"), x).verdict == "match"
+
+
+def test_several_outputs_and_an_integer_input():
+    @tf.custom_gradient
+    def two_outputs(x):
+        def grad(d_sin, d_cos):
+            return d_sin * tf.cos(x) - d_cos * tf.sin(x)
+        return (tf.sin(x), tf.cos(x)), grad
+
+    @tf.custom_gradient
+    def power(x, k):
+        kf = tf.cast(k, x.dtype)
+        return x ** kf, lambda dy: (dy * kf * x ** (kf - 1), None)
+
+    x = tf.constant([0.3, 1.1, -0.7])
+    assert check_gradient(two_outputs, x).verdict == "match"
+    r = check_gradient(power, x, tf.constant(3))
+    assert r.verdict == "match" and [a.name for a in r.args] == ["x"], r.detail
+
+
+def test_stop_gradient_in_body_uses_finite_differences():
+    # Autodiff of the body misses the stopped path; the custom gradient is the true one.
+    @tf.custom_gradient
+    def square(x):
+        return x * tf.stop_gradient(x), lambda dy: 2 * dy * x
+
+    r = check_gradient(square, tf.constant([0.5, -1.5, 2.0]))
+    assert (r.verdict, r.reference) == ("match", "finite-differences"), r.detail
+
+
+def test_kink_is_inconclusive_not_a_bug():
+    @tf.custom_gradient
+    def relu(x):
+        return tf.nn.relu(x), lambda dy: dy * tf.cast(x >= 0, x.dtype)
+
+    r = check_gradient(relu, tf.constant([0.0, 0.0], tf.float64))
+    assert r.verdict == "skipped" and "inconclusive" in r.detail, r.detail
+    assert check_gradient(relu, tf.constant([-0.5, 0.7], tf.float64)).verdict == "match"
+
+
+def test_per_argument_results_name_the_culprit():
+    r = check_gradient(dense_tan("hard-coded-order"), x_for())
+    kinds = {a.name: a.verdict for a in r.args}
+    assert kinds == {"x": "match", "w": "mismatch", "b": "mismatch"}
+    r = check_gradient(dense_tan("ignored-upstream"), x_for())
+    assert all(a.verdict == "mismatch" for a in r.args)
+    assert all(a.max_rel_error is not None and a.max_rel_error > 0.1 for a in r.args)

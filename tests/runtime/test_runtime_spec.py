@@ -1,0 +1,64 @@
+"""The input spec language and the shape search."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from cglint.runtime.spec import (SpecError, build_inputs, candidate_specs, module_shapes,
+                                 parse_spec)
+
+SOURCE = '''
+import tensorflow as tf
+W = tf.Variable([[1., 2.], [2., 3.], [3., 4.]])
+B = tf.Variable(tf.zeros([2]))
+K = tf.constant(3.0)
+
+@tf.custom_gradient
+def op(x):
+    ...
+
+class Layer:
+    def call(self, a, b):
+        ...
+'''
+
+
+def test_parse_and_build():
+    specs = parse_spec("x=normal(2, 3), uniform(2, 3, low=0, high=0.5), float64")
+    assert [(s.kind, s.shape, s.dtype, s.name) for s in specs] == [
+        ("normal", (2, 3), "float64", "x"), ("uniform", (2, 3), "float64", None)]
+    x, u = build_inputs(specs, ["x", "y"], seed=1)
+    assert x.dtype == tf.float64 and x.shape == (2, 3)
+    assert float(tf.reduce_min(u)) >= 0 and float(tf.reduce_max(u)) < 0.5
+    again, _ = build_inputs(parse_spec("normal(2, 3, dtype=float64)"), None, seed=1) * 2
+    np.testing.assert_array_equal(x.numpy(), again.numpy())  # same seed, same tensor
+
+
+def test_constants_literals_module_refs_and_names():
+    class M:
+        BATCH = tf.ones([2, 2])
+
+    a, b, c = build_inputs(parse_spec("c=module:BATCH, constant([[1., 2.], [3., 4.]]), -2.5"),
+                           ["a", "b", "c"], module=M)
+    assert a.shape == (2, 2) and float(b) == -2.5 and c is M.BATCH
+    with pytest.raises(SpecError, match="no 'NOPE'"):
+        build_inputs(parse_spec("module:NOPE"), ["x"], module=M)
+
+
+@pytest.mark.parametrize("bad", ["normal(2", "eval('1')", "__import__('os')", "normal(2.5)",
+                                 "normal(x=1)", "module:os;x", "constant(1, 2)",
+                                 "normal(2, dtype=complex64)", "float32, float64"])
+def test_rejects_anything_outside_the_language(bad):
+    with pytest.raises(SpecError):
+        parse_spec(bad)
+
+
+def test_shape_search_candidates():
+    assert module_shapes(SOURCE) == [(3, 2), (2,), ()]
+    specs = candidate_specs(SOURCE, "op")
+    assert specs[0] == "normal(2, 3)"  # fits x @ W with W of shape (3, 2)
+    assert len(specs) <= 8 and len(set(specs)) == len(specs)
+    two = candidate_specs(SOURCE, "Layer.call", shapes=[(3, 2), (2,)])
+    assert two[0] == "normal(3, 2), normal(2)" and all(s.count("normal") == 2 for s in two)
+    assert candidate_specs("def f(x): ...", "f", shapes=[]) == [
+        "normal(2, 3)", "normal(3)", "normal()"]
