@@ -241,17 +241,23 @@ class GradientSite:
         """The scope the forward is defined in (a class body for methods)."""
         return self.scope.parent  # type: ignore[return-value]
 
+    def is_named_by(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether the name `expr` (in `scope`) is this custom-gradient function. A decorated def
+        is; in the call form only the result of `tf.custom_gradient(fwd)` is (`fwd` itself is
+        the plain forward)."""
+        if not isinstance(expr, cst.Name):
+            return False
+        found = scope.lookup(expr.value)
+        target = self.forward if isinstance(self.wrapper, cst.Decorator) else self.wrapper
+        return found is not None and any(v is target for v in found[1])
+
     def is_reached_by(self, call: cst.Call, scope: Scope) -> bool:
         """Whether `call` (made in `scope`) calls this custom-gradient function: by a name bound
         to the decorated def or to the `tf.custom_gradient(...)` result, or as `self.method(...)`
         from the same class."""
         func = call.func
         if isinstance(func, cst.Name):
-            found = scope.lookup(func.value)
-            # A decorated def is the custom-gradient function; in the call form only the
-            # result of `tf.custom_gradient(fwd)` is (calling `fwd` itself is a plain call).
-            target = self.forward if isinstance(self.wrapper, cst.Decorator) else self.wrapper
-            return found is not None and any(v is target for v in found[1])
+            return self.is_named_by(func, scope)
         if isinstance(func, cst.Attribute) and _is_self(func.value) and self.is_method:
             name = self.forward.name.value if isinstance(self.forward, cst.FunctionDef) else None
             return func.attr.value in ({name} | self.call_names) and scope.enclosing_class() is self.outer

@@ -191,11 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         new = sum(f.key not in baseline for f in findings)
         rows.append((f"{dist}=={version}", stats, len(findings), new))
 
-    print(f"{'project':34} {'files':>6} {'parsed':>6} {'sites':>6} {'findings':>8} {'new':>4} {'seconds':>7}")
+    print(f"{'project':38} {'files':>6} {'parsed':>6} {'sites':>6} {'findings':>8} {'new':>4} {'seconds':>7}")
     for name, s, n, new in rows:
-        print(f"{name:34} {s['files']:>6} {s['parsed']:>6} {s['sites']:>6} {n:>8} {new:>4} {s['seconds']:>7.2f}")
+        print(f"{name:38} {s['files']:>6} {s['parsed']:>6} {s['sites']:>6} {n:>8} {new:>4} {s['seconds']:>7.2f}")
     total = {k: sum(r[1][k] for r in rows) for k in ("files", "parsed", "sites", "seconds")}
-    print(f"{'total':34} {total['files']:>6} {total['parsed']:>6} {total['sites']:>6} "
+    print(f"{'total':38} {total['files']:>6} {total['parsed']:>6} {total['sites']:>6} "
           f"{sum(r[2] for r in rows):>8} {sum(r[3] for r in rows):>4} {total['seconds']:>7.2f}")
 
     if args.write_baseline:

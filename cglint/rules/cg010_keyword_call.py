@@ -12,9 +12,11 @@ from cglint.rules.base import Rule
 class KeywordCall(Rule):
     """
     ## What it does
-    Flags calls in the same module that pass arguments by keyword (or `**mapping`) to a
-    TensorFlow custom-gradient function, and custom-gradient forwards defined with
-    defaulted, keyword-only or `**kwargs` parameters.
+    Flags calls in the same module that pass arguments by keyword to a TensorFlow
+    custom-gradient function, and custom-gradient forwards defined with defaulted,
+    keyword-only or `**kwargs` parameters. Forwarding wrappers, `def inner(*args,
+    **kwargs)` and calls passing `**kwargs` on, are left alone: what flows through them is
+    decided elsewhere.
 
     ## Why is this bad?
     TensorFlow's custom gradient only knows positional arguments. In eager mode it records
@@ -135,6 +137,27 @@ def op(x):
 def local_scope(op):
     return op(x=1.0)
 ''',
+        '''
+import tensorflow as tf
+
+def recompute(f):
+    @tf.custom_gradient
+    def inner(*args, **kwargs):
+        y = f(*args, **kwargs)
+
+        def grad(*dys, **grad_kwargs):
+            with tf.GradientTape() as tape:
+                tape.watch(args)
+                again = f(*args, **kwargs)
+            return tape.gradient(again, args, output_gradients=dys)
+
+        return y, grad
+
+    def call(*args, **kwargs):
+        return inner(*args, **kwargs)
+
+    return call
+''',
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -154,7 +177,9 @@ def local_scope(op):
                 "and raise under tf.function ('supports keywords arguments only when eager execution is "
                 "enabled'); bind it in a closure instead",
             )
-        if isinstance(params.star_kwarg, cst.Param):
+        # `(*args, **kwargs)` is a forwarding wrapper (recompute, pass-through decorators): what
+        # it receives is its callers' business, so it is not flagged.
+        if isinstance(params.star_kwarg, cst.Param) and not site.has_varargs:
             yield Finding(
                 params.star_kwarg,
                 f"`{site.name}` takes `**{params.star_kwarg.name.value}`: keyword arguments get no gradient and "
@@ -167,7 +192,8 @@ def local_scope(op):
         if not model.sites:
             return
         for call, scope in model.all_calls:
-            keywords = [a for a in call.args if a.keyword is not None or a.star == "**"]
+            # Only literal keywords: a `**mapping` may well be empty (forwarding wrappers).
+            keywords = [a for a in call.args if a.keyword is not None]
             if not keywords:
                 continue
             site = next((s for s in model.sites if s.is_reached_by(call, scope)), None)

@@ -10,6 +10,12 @@ from cglint.rules.base import Rule
 
 # Reading these of a tensor gives static metadata, which NumPy may use under tf.function.
 _STATIC = frozenset({"shape", "dtype", "ndim", "name"})
+# Wrappers that run their function eagerly, even inside tf.function.
+_EAGER_WRAPPERS = frozenset(
+    {"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func",
+     "tensorflow.python.ops.script_ops.py_func", "tensorflow.python.ops.script_ops.eager_py_func",
+     "tensorflow.python.ops.script_ops.numpy_function"}
+)
 
 
 class EagerOnlyInGradient(Rule):
@@ -18,7 +24,8 @@ class EagerOnlyInGradient(Rule):
     Flags NumPy calls on tensors (through the module's `numpy` imports, whatever their
     alias) and `.numpy()` calls inside a custom-gradient forward or its grad fn. NumPy on
     Python constants (`np.sqrt(2 / np.pi)`) and on static metadata (`np.prod(x.shape)`)
-    works in graph mode and is left alone.
+    works in graph mode and is left alone, and so is a custom-gradient function that the
+    module hands to `tf.py_function` / `tf.numpy_function`, which run it eagerly.
 
     ## Why is this bad?
     Both only work on eager tensors. Under `tf.function`, and so in `model.fit`, the
@@ -127,10 +134,31 @@ def op(x):
 def numpy_reference(x):
     return jnp.cos(x.numpy())
 ''',
+        '''
+import numpy as np
+import tensorflow as tf
+
+def make_simulator(backend):
+    @tf.custom_gradient
+    def simulate(params):
+        counts = backend.run(params.numpy())
+
+        def no_grad(dy):
+            raise RuntimeError("sampling is not differentiable")
+
+        return np.asarray(counts, dtype=np.float32), no_grad
+
+    def op(params):
+        return tf.py_function(func=simulate, inp=[params], Tout=tf.float32)
+
+    return op
+''',
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         model = site.model
+        if self._runs_eagerly(site):
+            return
         inside = set(site.scopes())
         for call, scope in site.calls():
             func = call.func
@@ -146,6 +174,17 @@ def numpy_reference(x):
                    for n in model.reads_in(a.value, _STATIC)):
                 yield Finding(call, self._message(site, f"`{qualname}` on a tensor",
                                                   "NotImplementedError: Cannot convert a symbolic tf.Tensor"))
+
+    @staticmethod
+    def _runs_eagerly(site: GradientSite) -> bool:
+        """A function handed to `tf.py_function` / `tf.numpy_function` always runs eagerly."""
+        model = site.model
+        for call, scope in model.all_calls:
+            if model.qualname(call.func) in _EAGER_WRAPPERS and any(
+                site.is_named_by(a.value, scope) for a in call.args
+            ):
+                return True
+        return False
 
     def _tensorish(self, model, name: cst.Name, scope: Scope, inside: set, depth: int) -> bool:
         """Whether a name may hold a tensor computed in the forward: a parameter of the
