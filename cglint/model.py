@@ -374,6 +374,8 @@ class ModuleModel:
                 if None in parts:
                     return None
                 counts.add(sum(parts))  # type: ignore[arg-type]
+            elif isinstance(value, Param) and value.node.star in ("*", "**"):
+                return None  # `*args` / `**kwargs` hold any number of tensors
             elif isinstance(value, (Param, cst.BinaryOperation, cst.UnaryOperation, cst.Subscript)):
                 counts.add(1)
             elif isinstance(value, cst.Name) and value.value == "None":

@@ -2,6 +2,8 @@
 
 from typing import Iterator
 
+import libcst as cst
+
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
 from cglint.rules.base import Rule
@@ -12,7 +14,8 @@ class HardcodedVariableOrder(Rule):
     ## What it does
     Flags a grad fn that returns two or more variable gradients as a literal list or tuple,
     `return dx, [dw, db]` (or a name bound to one), without ever reading `variables`. A
-    single variable gradient is not flagged: one variable has only one order.
+    single variable gradient, or a list of `None`s, is not flagged: there is no order to get
+    wrong.
 
     ## Why is this bad?
     TensorFlow passes the variables the forward read as the keyword `variables` and pairs the
@@ -133,6 +136,19 @@ def affine(x):
         '''
 import tensorflow as tf
 
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def frozen_affine(x):
+    def grad(dy, variables=None):
+        return dy * w, [None, None]
+
+    return x * w + b, grad
+''',
+        '''
+import tensorflow as tf
+
 @tf.custom_gradient
 def mul(x, y):
     def grad(dz):
@@ -152,11 +168,16 @@ def mul(x, y):
                 if ret.elements is None or len(ret.elements) != 2:
                     continue
                 var_grads = site.model.literal_elements(ret.elements[1], grad.scope)
-                if var_grads is not None and len(var_grads) >= 2:
-                    yield Finding(
-                        ret.node,
-                        f"`{grad.name}` returns {len(var_grads)} variable gradients in a fixed order but never "
-                        f"reads `{grad.variables_param}`: TensorFlow pairs them with `variables`, whose order "
-                        "changes from process to process, so gradients get silently swapped; build the list "
-                        "from `variables` (e.g. `[grads[v.ref()] for v in variables]`)",
-                    )
+                if var_grads is None or len(var_grads) < 2 or all(_is_none(g) for g in var_grads):
+                    continue  # one entry, or all `None`: no order to get wrong
+                yield Finding(
+                    ret.node,
+                    f"`{grad.name}` returns {len(var_grads)} variable gradients in a fixed order but never "
+                    f"reads `{grad.variables_param}`: TensorFlow pairs them with `variables`, whose order "
+                    "changes from process to process, so gradients get silently swapped; build the list "
+                    "from `variables` (e.g. `[grads[v.ref()] for v in variables]`)",
+                )
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
