@@ -127,26 +127,35 @@ def _one_round(
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     taken: list[CodeRange] = []
     chosen: list[Diagnostic] = []
+    outcomes: dict[str, Diagnostic] = {}  # result of one fix alone -> the finding it fixed
     for d in sorted(candidates, key=lambda d: (d.line, d.column, d.code)):
         fix = d.fix
         assert fix is not None
         spans = [positions.get(old) for old, _ in fix.edits]
         if not spans or any(s is None for s in spans):
             continue
+        alone = _apply(module, [fix])
+        if alone in outcomes:
+            # Two findings, one identical fix (e.g. CG002 and CG006 on the same return): applied
+            # once, and both count as fixed, as in ruff.
+            chosen.append(d)
+            continue
         if any(_overlap(a, b) for a in spans for b in taken):  # type: ignore[arg-type]
             continue  # recomputed next round, on the tree this round produces
-        problem = check_source(_apply(module, [fix]), path)
+        problem = check_source(alone, path)
         if problem is not None:
             dropped.setdefault((d.code, d.line, fix.description), DroppedFix(d.code, d.line, fix.description, problem))
             continue
+        outcomes[alone] = d
         chosen.append(d)
         taken += spans  # type: ignore[arg-type]
     if not chosen:
         return [], module.code
-    combined = _apply(module, [d.fix for d in chosen])  # type: ignore[misc]
+    distinct = list(outcomes.values())
+    combined = _apply(module, [d.fix for d in distinct])  # type: ignore[misc]
     if check_source(combined, path) is not None:  # fixes that are fine alone but not together: one per round
-        chosen = chosen[:1]
-        combined = _apply(module, [chosen[0].fix])  # type: ignore[list-item]
+        first = _apply(module, [distinct[0].fix])  # type: ignore[list-item]
+        return [d for d in chosen if d is distinct[0] or _apply(module, [d.fix]) == first], first  # type: ignore[list-item]
     return chosen, combined
 
 

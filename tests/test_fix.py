@@ -332,3 +332,32 @@ def test_fix_from_stdin_prints_the_fixed_source(tmp_path):
     assert run.returncode == 0
     assert "    y = tf.tan(z)\n" in run.stdout
     assert "1 fixed" in run.stderr
+
+
+def test_cg006_keys_a_hard_coded_order():
+    out = fixed((FIXTURES / "rules" / "cg006_bad.py").read_text(), unsafe=True)
+    assert [a.code for a in out.applied] == ["CG006"] and not out.applied[0].safe
+    assert ("grads_by_variable = {self.kernel.ref(): tf.transpose(x) @ g, self.bias.ref(): tf.reduce_sum(g, 0)}"
+            in out.new_source)
+    assert "[grads_by_variable[v.ref()] for v in variables]" in out.new_source
+
+
+def test_one_fix_for_two_findings_counts_both():
+    src = '''import tensorflow as tf
+
+w = tf.Variable(1.0)
+b = tf.Variable(0.0)
+
+@tf.custom_gradient
+def op(x):
+    def grad(dy, variables=None):
+        dw = tf.reduce_sum(dy * x)
+        db = tf.reduce_sum(dy)
+        return dy * w, (dw, db)
+
+    return x * w + b, grad
+'''
+    assert sorted(d.code for d in lint_source(src, "m.py").diagnostics) == ["CG002", "CG006"]
+    out = fixed(src, unsafe=True)
+    assert sorted(a.code for a in out.applied) == ["CG002", "CG006"] and not out.remaining
+    assert "return dy * w, [{w.ref(): dw, b.ref(): db}[v.ref()] for v in variables]" in out.new_source

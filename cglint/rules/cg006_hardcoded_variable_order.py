@@ -6,6 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
+from cglint.rules._fixes import keyed_variable_gradients
 from cglint.rules.base import Rule
 
 
@@ -26,6 +27,18 @@ class HardcodedVariableOrder(Rule):
     `[1, 2, 3, 4, 5, 6]`, wrong in 4 of 4 fresh processes, with no error. Build the list from
     `variables` instead: key the gradients on the variable (`v.ref()`, `id(v)`, `v.name`) and
     look each entry up, or iterate/zip over `variables`.
+    """
+
+    fix_safety = """
+    When the forward's trainable variables are known (module-level or closure `tf.Variable`s,
+    Keras weights on `self`), the fix rewrites the return as `return dx, [{w.ref(): dw,
+    b.ref(): db}[v.ref()] for v in variables]` (hoisting the table into a
+    `grads_by_variable = {...}` statement when the gradients are expressions), so each
+    gradient follows its variable whatever order TensorFlow uses. Which gradient belongs to
+    which variable is taken from the gradients' names when every one names a variable
+    (`dw`/`d_kernel`/`kernel_grad` -> `kernel`), otherwise from the order in which the forward
+    first reads the variables; when the count differs or names point two ways there is no
+    fix. The mapping is an assumption about your intent, so the fix is unsafe: check it.
     """
 
     code = "CG006"
@@ -176,6 +189,8 @@ def mul(x, y):
                     f"reads `{grad.variables_param}`: TensorFlow pairs them with `variables`, whose order "
                     "changes from process to process, so gradients get silently swapped; build the list "
                     "from `variables` (e.g. `[grads[v.ref()] for v in variables]`)",
+                    fix=keyed_variable_gradients(site, grad, ret, site.model.module.code_for_node(ret.elements[0]).strip(),
+                                                 var_grads),
                 )
 
 
