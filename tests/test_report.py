@@ -136,3 +136,17 @@ def test_output_file_and_exit_zero(repo):
     assert run.returncode == 0 and run.stdout == ""
     assert len(json.loads((repo / "out" / "report.json").read_text())["diagnostics"]) == 2
     assert sorted(os.listdir(repo / "out")) == ["report.json"]
+
+
+def test_text_summary_counts_fixable_and_hidden_fixes(tmp_path):
+    (tmp_path / "a.py").write_text(BAD)
+    (tmp_path / "b.py").write_text(BAD)
+    lines = cglint(".", cwd=tmp_path).stdout.splitlines()
+    assert lines[-2:] == ["Found 4 problems in 2 files.",
+                          "[*] 2 fixable with the `--fix` option (2 hidden fixes can be enabled with the "
+                          "`--unsafe-fixes` option)."]
+    lines = cglint("--unsafe-fixes", ".", cwd=tmp_path).stdout.splitlines()
+    assert lines[-1] == "[*] 4 fixable with the `--fix` option."
+    lines = cglint("--fix", ".", cwd=tmp_path).stdout.splitlines()
+    assert lines[-2:] == ["Found 4 problems (2 fixed, 2 remaining).",
+                          "No fixes available (2 hidden fixes can be enabled with the `--unsafe-fixes` option)."]

@@ -19,7 +19,7 @@ def rows(results: list[FileResult], unsafe: bool = False) -> list[dict]:
             if d.fix is not None and (d.fix.safe or unsafe):
                 fixable[d.code] += 1
     ordered = sorted(counts, key=lambda c: (-counts[c], c))
-    return [{"code": c, "name": names[c], "count": counts[c], "fixable": fixable[c] == counts[c]} for c in ordered]
+    return [{"code": c, "name": names[c], "count": counts[c], "fixable": fixable[c] > 0} for c in ordered]
 
 
 def render(results: list[FileResult], fmt: str = "text", unsafe: bool = False) -> str:

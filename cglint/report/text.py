@@ -38,7 +38,7 @@ def render(results: list[FileResult], context=None) -> str:
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
+    return f"{n} {word}{('es' if word.endswith('x') else 's') if n != 1 else ''}"
 
 
 def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False) -> list[str]:
