@@ -131,6 +131,9 @@ def _run(argv: list[str] | None) -> int:
         return _run_stdin(args, settings)
 
     fixing = args.fix or args.diff
+    # SARIF carries fixes as text replacements, which need the full tree; otherwise libcst
+    # parses only the statements that matter (engine.lint_source, `reduce`).
+    reduce = args.output_format != "sarif"
     results = []
     fixed = 0
     would_change = 0
@@ -148,7 +151,7 @@ def _run(argv: list[str] | None) -> int:
                         diffs.append(_diff(path, outcome.source, outcome.new_source))
                 results.append(outcome.result)
             else:
-                result = engine.lint_file(path, rules)
+                result = engine.lint_file(path, rules, reduce=reduce)
                 if args.add_noqa and result.diagnostics:
                     noqa_added += _add_noqa(path, result)
                 results.append(result)

@@ -7,7 +7,7 @@ from typing import Iterable
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from cglint import files, noqa
+from cglint import files, noqa, quickscan
 from cglint.diagnostics import Diagnostic, FileResult, Finding
 from cglint.model import ModuleModel
 from cglint.rules import ALL_RULES, Rule
@@ -18,12 +18,24 @@ class InternalError(RuntimeError):
     """A bug in cglint while checking one file; the CLI reports it and exits 2."""
 
 
-def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True) -> FileResult:
+def lint_source(
+    source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True, reduce: bool = False
+) -> FileResult:
+    """Lint one module. `prefilter` skips modules no rule can fire on (text test, then Python's
+    fast parser); `reduce` lets libcst parse only the statements that matter (same findings,
+    same positions) and then leaves `FileResult.module` unset, since fixes need the full tree."""
     rules = list(rules)
-    if prefilter and not files.may_hold_site(source):
-        return FileResult(path, source, [], parsed=False)
+    text = source
+    if prefilter:
+        if not files.may_hold_site(source):
+            return FileResult(path, source, [], parsed=False)
+        scan = quickscan.scan(source)
+        if scan is not None and not scan.relevant:
+            return FileResult(path, source, [], parsed=False)
+        if reduce and scan is not None:
+            text = scan.reduced
     try:
-        module = cst.parse_module(source)
+        module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         diags = []
         if any(r is SyntaxErrorRule for r in rules):
@@ -60,17 +72,19 @@ def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES,
             diag.fix, diag.fixable = finding.fix, finding.fix is not None
             diags.append(diag)
     kept, warnings = _unsuppressed(diags, source)
-    return FileResult(path, source, kept, parsed=True, module=module, model=model, warnings=warnings)
+    full = text is source
+    return FileResult(path, source, kept, parsed=True, module=module if full else None, model=model,
+                      warnings=warnings)
 
 
-def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES) -> FileResult:
+def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, reduce: bool = False) -> FileResult:
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:
         rules = list(rules)
         diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")] if SyntaxErrorRule in rules else []
         return FileResult(path, "", diags, parsed=False)
-    return lint_source(source, path, rules)
+    return lint_source(source, path, rules, reduce=reduce)
 
 
 def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int, end_col: int, message: str) -> Diagnostic:

@@ -234,7 +234,8 @@ class _BreaksParsing(Rule):
 
 
 def test_a_fix_that_breaks_the_file_is_dropped_and_reported():
-    out = fix_source("def f(x):\n    return x  # custom_gradient\n", "m.py", [_BreaksParsing])
+    source = "def f(x):\n    return x, lambda dy: dy\n\nimport tensorflow as tf\ng = tf.custom_gradient(f)\n"
+    out = fix_source(source, "m.py", [_BreaksParsing])
     assert not out.changed and not out.applied
     assert len(out.dropped) == 1 and "would not compile" in out.dropped[0].reason
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
-from cglint.diagnostics import FileResult
+if TYPE_CHECKING:  # diagnostics imports libcst; `cglint --version` and `--help` need not pay for it
+    from cglint.diagnostics import FileResult
 
 
 @dataclass
@@ -18,7 +19,7 @@ class Context:
     runtime: list[dict] | None = None  # --runtime's top-level verdicts (text and json show them)
 
 
-Formatter = Callable[[list[FileResult], Optional[Context]], str]
+Formatter = Callable[[list["FileResult"], Optional[Context]], str]
 
 
 def _formatters() -> dict[str, Formatter]:
@@ -35,8 +36,7 @@ def _formatters() -> dict[str, Formatter]:
 
 
 FORMAT_NAMES = ("text", "concise", "json", "sarif", "github", "junit")
-FORMATTERS: dict[str, Formatter] = _formatters()
 
 
 def render(fmt: str, results: list[FileResult], context: Context | None = None) -> str:
-    return FORMATTERS[fmt](results, context or Context())
+    return _formatters()[fmt](results, context or Context())
