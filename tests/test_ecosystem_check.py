@@ -56,7 +56,7 @@ def test_new_finding_fails_and_is_printed(cache, tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"NEW    {DIST}/pkg/ops.py:5 CG009" in out
     row = next(line for line in out.splitlines() if line.startswith(f"{DIST}=="))
-    assert row.split()[1:5] == ["2", "2", "2", "1"]  # files, parsed, sites, findings
+    assert row.split()[1:6] == ["wheel", "2", "2", "2", "1"]  # from, files, parsed, sites, findings
     assert not (tmp_path / "evil.py").exists() and not (cache / "src" / "evil.py").exists()
 
 
@@ -90,3 +90,38 @@ def test_committed_baseline_is_well_formed():
         assert path_line.split("/", 1)[0] in projects and code.startswith("CG")
         assert int(path_line.rsplit(":", 1)[1]) > 0
         assert len(reason) > 40 and not reason.startswith("UNEXAMINED"), where
+
+
+# Patterns met in the ecosystem releases, kept here so the check's conclusions stay true offline.
+
+def test_numpy_on_a_numpy_result_is_not_flagged_again():
+    """Once `.numpy()` is flagged, NumPy work on what came out of it is not a second finding;
+    converting a tensor input in place (`x = np.array(x)`) still is."""
+    from cglint.engine import lint_source
+    from cglint.rules import select_rules
+
+    follow_up = '''import numpy as np
+import tensorflow as tf
+
+@tf.custom_gradient
+def gate(theta, cutoff: int):
+    theta = theta.numpy()
+    g = np.cos(theta) * np.eye(cutoff)
+    g = np.transpose(g)
+
+    def grad(dy):
+        return tf.reduce_sum(dy), None
+
+    return g, grad
+'''
+    in_place = '''import numpy as np
+import tensorflow as tf
+
+@tf.custom_gradient
+def square(x):
+    x = np.array(x)
+    return x * x, lambda dy: dy * 2 * x
+'''
+    rules = select_rules(["CG012"], [])
+    assert [d.line for d in lint_source(follow_up, "a.py", rules).diagnostics] == [6]
+    assert [d.line for d in lint_source(in_place, "b.py", rules).diagnostics] == [6]
