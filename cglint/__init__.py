@@ -11,3 +11,5 @@ Importing cglint never imports TensorFlow: only cglint.runtime does, lazily.
 """
 
 __version__ = "0.1.0"
+# Where the rules are documented; SARIF output links each rule here (`#cg005-output-derivative`).
+DOCS_URL = "https://pypi.org/project/cglint/"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
 import sys
+from pathlib import Path
 
 from cglint import __version__
 
@@ -14,19 +17,50 @@ def _codes(value: str) -> list[str]:
     return [c.strip() for c in value.split(",") if c.strip()]
 
 
+def _globs(value: str) -> list[str]:
+    return [g.strip() for g in value.split(",") if g.strip()]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from cglint.report import FORMATTERS
+    from cglint.report import FORMAT_NAMES
 
     p = argparse.ArgumentParser(
         prog="cglint",
         description="Lint TensorFlow custom gradients (tf.custom_gradient).",
-        epilog="Exit status: 0 clean, 1 findings, 2 usage or internal error.",
+        epilog="Exit status: 0 clean, 1 findings, 2 usage, configuration or internal error.",
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .); '-' reads stdin")
-    p.add_argument("--select", type=_codes, metavar="CODES", help="comma-separated codes or prefixes to check")
-    p.add_argument("--ignore", type=_codes, metavar="CODES", help="comma-separated codes or prefixes to skip")
-    p.add_argument("--output-format", choices=sorted(FORMATTERS), default="text")
-    p.add_argument("--stdin-filename", metavar="PATH", help="the path to report for source read from stdin")
+    sel = p.add_argument_group("rule selection (on top of [tool.cglint] in pyproject.toml)")
+    sel.add_argument("--select", type=_codes, metavar="CODES", help="codes or prefixes to check (replaces the configured selection)")
+    sel.add_argument("--extend-select", type=_codes, metavar="CODES", help="codes or prefixes to check as well")
+    sel.add_argument("--ignore", type=_codes, metavar="CODES", help="codes or prefixes to skip")
+    files_ = p.add_argument_group("files")
+    files_.add_argument("--exclude", type=_globs, metavar="GLOBS", help="gitignore-style globs to skip (replaces the defaults)")
+    files_.add_argument("--extend-exclude", type=_globs, metavar="GLOBS", help="globs to skip as well as the defaults")
+    files_.add_argument("--force-exclude", action="store_true",
+                        help="apply exclusions to paths named on the command line too (for pre-commit)")
+    files_.add_argument("--config", metavar="FILE", help="read this pyproject.toml (or cglint.toml) instead of searching")
+    files_.add_argument("--isolated", action="store_true", help="ignore configuration files")
+    files_.add_argument("--stdin-filename", metavar="PATH", help="the path to report for source read from stdin")
+    fix = p.add_argument_group("fixes and suppressions")
+    fix.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    fix.add_argument("--unsafe-fixes", action="store_true", help="apply (or offer) unsafe fixes as well")
+    fix.add_argument("--diff", action="store_true", help="print the fixes as a unified diff and write nothing")
+    fix.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for every current finding")
+    out = p.add_argument_group("output")
+    out.add_argument("--output-format", choices=FORMAT_NAMES, default="text")
+    out.add_argument("--output-file", metavar="PATH", help="write the report to PATH (atomically) instead of stdout")
+    out.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead")
+    out.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    rt = p.add_argument_group("runtime check (needs the runtime extra: TensorFlow)")
+    # `--runtime` takes no separate value (a path may follow it); `--runtime=all` is spelled
+    # with `=` and rewritten to `--runtime-scope all` before parsing.
+    rt.add_argument("--runtime", action="store_const", const="flagged",
+                    help="also check the flagged functions numerically against TensorFlow autodiff; "
+                         "--runtime=all checks every custom-gradient function")
+    rt.add_argument("--runtime-scope", dest="runtime", choices=["flagged", "all"], help=argparse.SUPPRESS)
+    rt.add_argument("--runtime-timeout", type=float, metavar="SECONDS",
+                    help="per-module time limit for --runtime (default: [tool.cglint.runtime] timeout, else 120)")
     p.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
     p.add_argument("--list-rules", action="store_true", help="list every rule: code, name, summary")
     p.add_argument("--version", action="version", version=f"cglint {__version__}")
@@ -52,11 +86,20 @@ def _fail(message: str) -> int:
     return EXIT_ERROR
 
 
+def _warn(message: str) -> None:
+    print(f"cglint: warning: {message}", file=sys.stderr)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
 def _run(argv: list[str] | None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [a.replace("--runtime=", "--runtime-scope=", 1) if a.startswith("--runtime=") else a for a in argv]
     args = build_parser().parse_args(argv)
-    from cglint import engine, files
-    from cglint.report import FORMATTERS
-    from cglint.rules import RULES_BY_CODE, UnknownCodeError, select_rules
+    from cglint import config, engine, files
+    from cglint.rules import RULES_BY_CODE
 
     if args.explain:
         rule = RULES_BY_CODE.get(args.explain.strip().upper())
@@ -68,23 +111,55 @@ def _run(argv: list[str] | None) -> int:
         for rule in RULES_BY_CODE.values():
             print(f"{rule.code}  {rule.name:<30} {rule.summary}")
         return EXIT_CLEAN
-
-    try:
-        rules = select_rules(args.select, args.ignore)
-    except UnknownCodeError as exc:
-        return _fail(str(exc))
+    if args.add_noqa and (args.fix or args.diff):
+        return _fail("--add-noqa cannot be combined with --fix or --diff")
 
     paths = args.paths or ["."]
-    results = []
+    stdin = paths == ["-"]
+    if "-" in paths and not stdin:
+        return _fail("'-' (stdin) cannot be combined with other paths")
     try:
-        if paths == ["-"]:
-            source = sys.stdin.buffer.read().decode("utf-8-sig", errors="replace")
-            results.append(engine.lint_source(source, args.stdin_filename or "<stdin>", rules))
-        elif "-" in paths:
-            return _fail("'-' (stdin) cannot be combined with other paths")
+        if args.isolated:
+            settings = config.Settings(root=Path.cwd().resolve())
         else:
-            for path in files.discover(paths):
-                results.append(engine.lint_file(path, rules))
+            start = args.stdin_filename if stdin and args.stdin_filename else (None if stdin else paths[0])
+            settings = config.load(start if start and os.path.exists(start) else None, args.config)
+        settings = settings.with_overrides(
+            select=args.select, ignore=args.ignore, extend_select=args.extend_select, exclude=args.exclude,
+            extend_exclude=args.extend_exclude, force_exclude=args.force_exclude or None,
+        )
+        settings.rules  # noqa: B018 - validates the selection before any file is read
+    except config.ConfigError as exc:
+        return _fail(str(exc))
+
+    if stdin:
+        return _run_stdin(args, settings)
+
+    fixing = args.fix or args.diff
+    # SARIF carries fixes as text replacements, which need the full tree; otherwise libcst
+    # parses only the statements that matter (engine.lint_source, `reduce`).
+    reduce = args.output_format != "sarif"
+    results = []
+    fixed = 0
+    would_change = 0
+    diffs: list[str] = []
+    noqa_added = 0
+    try:
+        for path in files.discover(paths, settings.is_excluded, settings.force_exclude):
+            rules = settings.rules_for(path)
+            if fixing:
+                outcome = _fix_one(path, rules, args)
+                fixed += len(outcome.applied)
+                if outcome.changed:
+                    would_change += 1
+                    if args.diff:
+                        diffs.append(_diff(path, outcome.source, outcome.new_source))
+                results.append(outcome.result)
+            else:
+                result = engine.lint_file(path, rules, reduce=reduce)
+                if args.add_noqa and result.diagnostics:
+                    noqa_added += _add_noqa(path, result)
+                results.append(result)
     except FileNotFoundError as exc:
         return _fail(f"no such file or directory: {exc.args[0]}")
     except OSError as exc:
@@ -92,5 +167,126 @@ def _run(argv: list[str] | None) -> int:
     except engine.InternalError as exc:
         return _fail(f"internal error, please report: {exc}")
 
-    sys.stdout.write(FORMATTERS[args.output_format](results))
-    return EXIT_FINDINGS if any(r.diagnostics for r in results) else EXIT_CLEAN
+    for result in results:
+        for warning in result.warnings:
+            _warn(f"{result.path}:{warning}" if warning[:1].isdigit() else f"{result.path}: {warning}")
+
+    if args.add_noqa:
+        print(f"Added {_plural(noqa_added, 'noqa directive')}.", file=sys.stderr)
+        return EXIT_CLEAN
+    if args.diff:
+        sys.stdout.write("".join(diffs))
+        print(f"Would fix {_plural(fixed, 'problem')}" + (f" in {_plural(would_change, 'file')}." if fixed else "."),
+              file=sys.stderr)
+        return EXIT_FINDINGS if would_change and not args.exit_zero else EXIT_CLEAN
+    return _report(args, settings, results, fixed)
+
+
+def _fix_one(path: str, rules, args):
+    from cglint import fix
+
+    outcome = fix.fix_file(path, rules, unsafe=args.unsafe_fixes, write=not args.diff)
+    for dropped in outcome.dropped:
+        _warn(f"{path}:{dropped.line}: {dropped.code} fix not applied: {dropped.reason}")
+    if not outcome.converged:
+        _warn(f"{path}: fixes did not settle after {fix.MAX_ROUNDS} rounds; run --fix again and report this")
+    return outcome
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile=f"a/{path}", tofile=f"b/{path}")
+    text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return text
+
+
+def _add_noqa(path: str, result) -> int:
+    from cglint import fix, noqa
+
+    new, changed, skipped = noqa.add_noqa(result.source, result.diagnostics)
+    for line in skipped:
+        _warn(f"{path}:{line}: cannot add `# noqa` here (the line ends inside a string or continues)")
+    if changed:
+        if fix.check_source(new, path) is not None:
+            _warn(f"{path}: adding `# noqa` would break the file; left unchanged")
+            return 0
+        with open(path, "rb") as fh:
+            bom = fh.read(3) == b"\xef\xbb\xbf"
+        fix.write_atomic(path, (b"\xef\xbb\xbf" if bom else b"") + new.encode("utf-8"))
+    return changed
+
+
+def _report(args, settings, results, fixed: int) -> int:
+    from cglint import fix as fixmod
+    from cglint.report import Context, render, statistics
+
+    runtime = None
+    if args.runtime:
+        from cglint.runtime.session import run_runtime, terminal_progress
+
+        timeout = args.runtime_timeout if args.runtime_timeout is not None else settings.runtime.timeout
+        sites = sum(len(r.model.sites) for r in results if r.model is not None)
+        runtime = run_runtime(results, everything=args.runtime == "all", timeout=timeout,
+                              progress=terminal_progress(sites))
+    if args.statistics:
+        text = statistics.render(results, "json" if args.output_format == "json" else "text", args.unsafe_fixes)
+    else:
+        text = render(args.output_format, results, Context(root=_sarif_root(settings), fixed=fixed,
+                                                          unsafe_fixes=args.unsafe_fixes, runtime=runtime))
+    if args.output_file:
+        try:
+            fixmod.write_atomic(args.output_file, text)
+        except OSError as exc:
+            return _fail(f"{args.output_file}: cannot write: {exc.strerror}")
+    else:
+        sys.stdout.write(text)
+    remaining = sum(len(r.diagnostics) for r in results)
+    if fixed and (args.output_format != "text" or args.statistics or args.output_file):
+        print(f"Fixed {_plural(fixed, 'problem')} ({remaining} remaining).", file=sys.stderr)
+    failed = False
+    if runtime is not None:
+        from cglint.runtime.session import FAILING
+
+        failed = any(r["verdict"] in FAILING for r in runtime)
+    return EXIT_FINDINGS if (remaining or failed) and not args.exit_zero else EXIT_CLEAN
+
+
+def _sarif_root(settings):
+    """SARIF URIs are relative to the repository: the enclosing git work tree, else the
+    configuration's root (the cwd without one)."""
+    here = Path.cwd().resolve()
+    for directory in (here, *here.parents):
+        if (directory / ".git").exists():
+            return directory
+    return settings.root
+
+
+def _run_stdin(args, settings) -> int:
+    """`cglint - --stdin-filename ops.py`: lint (or, with --fix, fix) an editor buffer. Fixed
+    source goes to stdout, the report to stderr, as ruff does."""
+    from cglint import engine, fix
+    from cglint.report import Context, render
+
+    source = sys.stdin.buffer.read().decode("utf-8-sig", errors="replace")
+    name = args.stdin_filename or "<stdin>"
+    if args.stdin_filename and settings.force_exclude and settings.is_excluded(name, False, True):
+        if args.fix:
+            sys.stdout.write(source)
+        return EXIT_CLEAN
+    rules = settings.rules_for(name) if args.stdin_filename else settings.rules
+    try:
+        if args.fix or args.diff:
+            outcome = fix.fix_source(source, name, rules, unsafe=args.unsafe_fixes)
+            if args.diff:
+                sys.stdout.write(_diff(name, source, outcome.new_source) if outcome.changed else "")
+                return EXIT_FINDINGS if outcome.changed and not args.exit_zero else EXIT_CLEAN
+            sys.stdout.write(outcome.new_source)
+            sys.stderr.write(render(args.output_format, [outcome.result],
+                                    Context(fixed=len(outcome.applied), unsafe_fixes=args.unsafe_fixes)))
+            return EXIT_FINDINGS if outcome.remaining and not args.exit_zero else EXIT_CLEAN
+        result = engine.lint_source(source, name, rules)
+    except engine.InternalError as exc:
+        return _fail(f"internal error, please report: {exc}")
+    for warning in result.warnings:
+        _warn(f"{name}:{warning}" if warning[:1].isdigit() else f"{name}: {warning}")
+    return _report(args, settings, [result], 0)

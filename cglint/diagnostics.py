@@ -79,3 +79,5 @@ class FileResult:
     parsed: bool  # False when the prefilter skipped the file or it did not parse
     module: cst.Module | None = field(default=None, repr=False)  # the parsed module, for fixes
     model: Any = field(default=None, repr=False)  # its ModuleModel, for the runtime planner
+    # `line: text` notes about the file that are not findings (e.g. unknown codes in `# noqa`).
+    warnings: list[str] = field(default_factory=list)

@@ -7,7 +7,7 @@ from typing import Iterable
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from cglint import files, noqa
+from cglint import files, noqa, quickscan
 from cglint.diagnostics import Diagnostic, FileResult, Finding
 from cglint.model import ModuleModel
 from cglint.rules import ALL_RULES, Rule
@@ -18,23 +18,35 @@ class InternalError(RuntimeError):
     """A bug in cglint while checking one file; the CLI reports it and exits 2."""
 
 
-def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True,
-                apply_noqa: bool = True) -> FileResult:
-    """`apply_noqa=False` keeps diagnostics that `# noqa` comments suppress, for hosts that
-    apply their own (flake8)."""
+def lint_source(
+    source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True, reduce: bool = False,
+    apply_noqa: bool = True,
+) -> FileResult:
+    """Lint one module. `prefilter` skips modules no rule can fire on (text test, then Python's
+    fast parser); `reduce` lets libcst parse only the statements that matter (same findings,
+    same positions) and then leaves `FileResult.module` unset, since fixes need the full tree.
+    `apply_noqa=False` keeps what line `# noqa` comments suppress, for hosts that apply their
+    own (flake8)."""
     rules = list(rules)
-    unsuppressed = _unsuppressed if apply_noqa else _sorted
-    if prefilter and not files.may_hold_site(source):
-        return FileResult(path, source, [], parsed=False)
+    text = source
+    if prefilter:
+        if not files.may_hold_site(source):
+            return FileResult(path, source, [], parsed=False)
+        scan = quickscan.scan(source)
+        if scan is not None and not scan.relevant:
+            return FileResult(path, source, [], parsed=False)
+        if reduce and scan is not None:
+            text = scan.reduced
     try:
-        module = cst.parse_module(source)
+        module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         diags = []
         if any(r is SyntaxErrorRule for r in rules):
             message = f"cannot parse: {exc.message}"
             diags.append(_diagnostic(path, SyntaxErrorRule, exc.raw_line, exc.raw_column + 1, exc.raw_line,
                                      exc.raw_column + 2, message))
-        return FileResult(path, source, unsuppressed(diags, source), parsed=False)
+        kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+        return FileResult(path, source, kept, parsed=False, warnings=warnings)
     except RecursionError:
         diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, "cannot parse: nesting too deep")]
         return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
@@ -62,18 +74,20 @@ def lint_source(source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES,
                                where.end.column + 1, finding.message)
             diag.fix, diag.fixable = finding.fix, finding.fix is not None
             diags.append(diag)
-    return FileResult(path, source, unsuppressed(diags, source), parsed=True, module=module,
-                      model=model)
+    kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+    full = text is source
+    return FileResult(path, source, kept, parsed=True, module=module if full else None, model=model,
+                      warnings=warnings)
 
 
-def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES) -> FileResult:
+def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, reduce: bool = False) -> FileResult:
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:
         rules = list(rules)
         diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")] if SyntaxErrorRule in rules else []
         return FileResult(path, "", diags, parsed=False)
-    return lint_source(source, path, rules)
+    return lint_source(source, path, rules, reduce=reduce)
 
 
 def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int, end_col: int, message: str) -> Diagnostic:
@@ -81,13 +95,11 @@ def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int,
                       name=rule.name, severity=rule.severity, message=message)
 
 
-def _unsuppressed(diags: list[Diagnostic], source: str) -> list[Diagnostic]:
-    if not diags:
-        return diags
-    lines = source.splitlines()
-    kept = [d for d in diags if not (d.line <= len(lines) and noqa.is_suppressed(lines[d.line - 1], d.code))]
-    return _sorted(kept, source)
+def _unsuppressed(diags: list[Diagnostic], source: str) -> tuple[list[Diagnostic], list[str]]:
+    from cglint.rules import RULES_BY_CODE
+
+    return noqa.apply(diags, source, RULES_BY_CODE)
 
 
-def _sorted(diags: list[Diagnostic], source: str) -> list[Diagnostic]:
+def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(diags, key=lambda d: (d.line, d.column, d.code))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 # Skipped when met while recursing; still linted when named on the command line.
 DEFAULT_EXCLUDED_DIRS = frozenset(
@@ -13,29 +13,42 @@ DEFAULT_EXCLUDED_DIRS = frozenset(
 )
 
 
-def discover(paths: Iterable[str]) -> Iterator[str]:
+def discover(
+    paths: Iterable[str],
+    excluded: Callable[[str, bool, bool], bool] | None = None,
+    force_exclude: bool = False,
+) -> Iterator[str]:
     """Python files under `paths`, in a stable order. Raises FileNotFoundError for a path
-    that does not exist (a usage error, reported by the CLI in one line)."""
+    that does not exist (a usage error, reported by the CLI in one line).
+
+    `excluded(path, is_dir, parents)` (e.g. `Settings.is_excluded`) decides what to skip while
+    walking; without it, DEFAULT_EXCLUDED_DIRS. A path named on the command line is linted
+    even when excluded, unless `force_exclude` (pre-commit passes every staged file by name)."""
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            yield from _walk(path)
-        elif path.exists():
-            yield str(path)
-        else:
+        if not path.exists():
             raise FileNotFoundError(raw)
+        if force_exclude and excluded is not None and excluded(raw, path.is_dir(), True):
+            continue
+        if path.is_dir():
+            yield from _walk(path, excluded)
+        else:
+            yield str(path)
 
 
-def _walk(root: Path) -> Iterator[str]:
+def _walk(root: Path, excluded: Callable[[str, bool, bool], bool] | None) -> Iterator[str]:
     for dirpath, dirnames, filenames in os.walk(root):
         # A directory holding pyvenv.cfg is a virtualenv, whatever its name.
         dirnames[:] = sorted(
             d for d in dirnames
-            if d not in DEFAULT_EXCLUDED_DIRS and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
+            if not (excluded(os.path.join(dirpath, d), True, False) if excluded else d in DEFAULT_EXCLUDED_DIRS)
+            and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
         )
         for name in sorted(filenames):
             if name.endswith((".py", ".pyi")):
-                yield os.path.normpath(os.path.join(dirpath, name))
+                full = os.path.join(dirpath, name)
+                if excluded is None or not excluded(full, False, False):
+                    yield os.path.normpath(full)
 
 
 def may_hold_site(text: str) -> bool:

@@ -129,6 +129,10 @@ class Scope:
         for child in self.nested:
             yield from child.walk()
 
+    def reads_name(self, name: str) -> bool:
+        """Whether this scope or one nested in it reads `name` (shadowing is not modelled)."""
+        return any(n.value == name for scope in self.walk() for n in scope.reads)
+
 
 @dataclass(eq=False)
 class Variable:
@@ -155,15 +159,23 @@ class GradFn:
     node: FunctionNode
     name: str
     scope: Scope
-    upstream_params: list[str]  # positional parameters, excluding a positional `variables=None`
+    upstream_params: list[str]  # positional parameters, excluding `variables` (passed by keyword)
     has_varargs: bool
     accepts_variables: bool  # a `variables` parameter or **kwargs
     returns: list[GradReturn]
+    # How many of `upstream_params` have no default: callers must pass at least this many.
+    required_upstream: int = 0
+    # The parameter TensorFlow's `variables=` lands in: `variables`, the **kwargs name, or None.
+    variables_param: str | None = None
 
     @property
     def anchor(self) -> cst.CSTNode:
         """Where diagnostics about the grad fn's definition point: its name, or the lambda."""
         return self.node.name if isinstance(self.node, cst.FunctionDef) else self.node
+
+    def reads(self, name: str) -> bool:
+        """Whether the grad fn's body (nested functions included) reads `name`."""
+        return self.scope.reads_name(name)
 
 
 @dataclass(eq=False)
@@ -212,6 +224,45 @@ class GradientSite:
     def grad_fn_scopes(self) -> set[Scope]:
         return {scope for g in self.grad_fns for scope in g.scope.walk()}
 
+    @property
+    def required_inputs(self) -> int:
+        """Positional inputs without a default: TensorFlow counts a defaulted one as an input
+        only when a caller passes it positionally, so the input count lies in
+        `required_inputs ..= len(inputs)`."""
+        return sum(1 for p in self.input_params if p.default is None)
+
+    @property
+    def input_params(self) -> list[cst.Param]:
+        positional = _positional_params(self.forward.params)
+        return positional[1:] if self.is_method and positional else positional
+
+    @property
+    def outer(self) -> Scope:
+        """The scope the forward is defined in (a class body for methods)."""
+        return self.scope.parent  # type: ignore[return-value]
+
+    def is_named_by(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether the name `expr` (in `scope`) is this custom-gradient function. A decorated def
+        is; in the call form only the result of `tf.custom_gradient(fwd)` is (`fwd` itself is
+        the plain forward)."""
+        if not isinstance(expr, cst.Name):
+            return False
+        found = scope.lookup(expr.value)
+        target = self.forward if isinstance(self.wrapper, cst.Decorator) else self.wrapper
+        return found is not None and any(v is target for v in found[1])
+
+    def is_reached_by(self, call: cst.Call, scope: Scope) -> bool:
+        """Whether `call` (made in `scope`) calls this custom-gradient function: by a name bound
+        to the decorated def or to the `tf.custom_gradient(...)` result, or as `self.method(...)`
+        from the same class."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            return self.is_named_by(func, scope)
+        if isinstance(func, cst.Attribute) and _is_self(func.value) and self.is_method:
+            name = self.forward.name.value if isinstance(self.forward, cst.FunctionDef) else None
+            return func.attr.value in ({name} | self.call_names) and scope.enclosing_class() is self.outer
+        return False
+
 
 @dataclass(eq=False)
 class UnwrappedCandidate:
@@ -234,7 +285,22 @@ class ModuleModel:
         self.scope_of: dict[cst.CSTNode, Scope] = collector.scope_of
         self.decorated: list[tuple[cst.FunctionDef, Scope]] = collector.defs
         self.all_calls: list[tuple[cst.Call, Scope]] = collector.calls
+        # Calls whose result is passed on whole or taken apart where it is made (returned,
+        # a lambda's body, unpacked `a, b = f()`, indexed `f()[0]`): the caller treats it as a
+        # structure, not as one tensor.
+        self.forwarded_calls: set[int] = collector.forwarded
         self.sites: list[GradientSite] = self._find_sites()
+
+    @property
+    def imports_tensorflow(self) -> bool:
+        return any(q == "tensorflow" or q.startswith("tensorflow.") for q in self.imports.values())
+
+    def reads_in(self, expr: cst.CSTNode, skip_attrs: frozenset[str] = frozenset()) -> list[cst.Name]:
+        """Names an expression reads (attribute and keyword names are not reads). Names under
+        an attribute in `skip_attrs` are left out: `x.shape` with `{"shape"}` reads nothing."""
+        finder = _ReadsIn(skip_attrs)
+        expr.visit(finder)
+        return finder.names
 
     # ---- name resolution -----------------------------------------------------------------
 
@@ -308,8 +374,12 @@ class ModuleModel:
                 if None in parts:
                     return None
                 counts.add(sum(parts))  # type: ignore[arg-type]
+            elif isinstance(value, Param) and value.node.star in ("*", "**"):
+                return None  # `*args` / `**kwargs` hold any number of tensors
             elif isinstance(value, (Param, cst.BinaryOperation, cst.UnaryOperation, cst.Subscript)):
                 counts.add(1)
+            elif isinstance(value, cst.Name) and value.value == "None":
+                counts.add(1)  # nest.flatten(None) is [None]: one (absent) gradient
             elif isinstance(value, cst.Call) and tf_op_name(self.qualname(value.func)) is not None:
                 # Most ops return one tensor; the few that return lists are listed here.
                 if tf_op_name(self.qualname(value.func)) in _MULTI_OUTPUT_OPS:
@@ -414,8 +484,10 @@ class ModuleModel:
         gscope = self.scope_of[node]
         params = node.params
         positional = _positional_params(params)
-        upstream = [p for p in positional if not (p.name.value == "variables" and p.default is not None)]
+        # TensorFlow passes `variables` by keyword, so it is never an upstream gradient.
+        upstream = [p for p in positional if p.name.value != "variables"]
         named = {p.name.value for p in positional} | {p.name.value for p in params.kwonly_params}
+        kwargs = params.star_kwarg.name.value if isinstance(params.star_kwarg, cst.Param) else None
         returns = []
         for value, ret in _return_values_with_nodes(node, gscope):
             returns.append(GradReturn(ret, value, self.literal_elements(value, gscope) if value is not None else None))
@@ -427,6 +499,8 @@ class ModuleModel:
             has_varargs=isinstance(params.star_arg, cst.Param),
             accepts_variables="variables" in named or params.star_kwarg is not None,
             returns=returns,
+            required_upstream=sum(1 for p in upstream if p.default is None),
+            variables_param="variables" if "variables" in named else kwargs,
         )
 
     def _variables_read(self, site: GradientSite) -> list[Variable]:
@@ -461,6 +535,27 @@ class ModuleModel:
         return list(found.values())
 
     # ---- module-level questions ----------------------------------------------------------
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node's parent in the module. Fixers need it (which statement holds this
+        assignment?); the parent table is built on first use, so linting never pays for it."""
+        parents = self.__dict__.get("_parents")
+        if parents is None:
+            from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+            parents = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
+            self.__dict__["_parents"] = parents
+        return parents.get(node)
+
+    def names_in_use(self) -> set[str]:
+        """Every name bound, read or imported anywhere in the module: a fixer introducing a
+        name picks one outside this set, so it can shadow nothing."""
+        names = set(self.imports)
+        for scope in self.root.walk():
+            names.update(scope.bindings)
+            names.update(n.value for n in scope.reads)
+        return names
+
 
     def site_for_function(self, node: cst.CSTNode) -> GradientSite | None:
         return next((s for s in self.sites if s.forward is node), None)
@@ -549,6 +644,7 @@ class _Collector(cst.CSTVisitor):
         self.scope_of: dict[cst.CSTNode, Scope] = {}
         self.defs: list[tuple[cst.FunctionDef, Scope]] = []
         self.calls: list[tuple[cst.Call, Scope]] = []
+        self.forwarded: set[int] = set()
 
     @property
     def scope(self) -> Scope:
@@ -610,6 +706,8 @@ class _Collector(cst.CSTVisitor):
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
+        if isinstance(node.body, cst.Call):
+            self.forwarded.add(id(node.body))
         _visit_defaults(node.params, self)
         scope = self._push(node)
         self._bind_params(scope, node.params)
@@ -649,6 +747,8 @@ class _Collector(cst.CSTVisitor):
             target.visit(self)
 
     def visit_Assign(self, node: cst.Assign) -> bool:
+        if isinstance(node.value, cst.Call) and any(isinstance(t.target, (cst.Tuple, cst.List)) for t in node.targets):
+            self.forwarded.add(id(node.value))
         node.value.visit(self)
         for t in node.targets:
             self._bind_target(t.target, node.value)
@@ -719,6 +819,32 @@ class _Collector(cst.CSTVisitor):
 
     def visit_Return(self, node: cst.Return) -> None:
         self.scope.returns.append(node)
+        if isinstance(node.value, cst.Call):
+            self.forwarded.add(id(node.value))
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if isinstance(node.value, cst.Call):
+            self.forwarded.add(id(node.value))
+
+
+class _ReadsIn(cst.CSTVisitor):
+    """Names read inside one expression (see `ModuleModel.reads_in`)."""
+
+    def __init__(self, skip_attrs: frozenset[str]) -> None:
+        self.skip_attrs = skip_attrs
+        self.names: list[cst.Name] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if node.attr.value not in self.skip_attrs:
+            node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
 
 
 def _visit_defaults(params: cst.Parameters, visitor: cst.CSTVisitor) -> None:
@@ -771,3 +897,37 @@ def _kind(model: ModuleModel, value: Binding) -> str:
     if isinstance(value, cst.UnaryOperation):
         return TENSOR
     return UNKNOWN
+
+
+# Calls that build an all-zero gradient, by their last name: `tf.zeros_like`, `np.zeros`, ...
+_ZERO_BUILDERS = frozenset({"zeros", "zeros_like"})
+
+
+def is_no_gradient(model: ModuleModel, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> bool:
+    """Whether a gradient value is "nothing flows back": `None`, a literal zero, `tf.zeros(...)`
+    / `zeros_like(...)`, or a tuple, list, comprehension or `[None] * n` made only of those."""
+    if expr is None or depth > 8:
+        return False
+    values = model.resolve(expr, scope)
+    return bool(values) and all(_no_gradient(model, v, scope, depth) for v in values)
+
+
+def _no_gradient(model: ModuleModel, value: Binding, scope: Scope, depth: int) -> bool:
+    if isinstance(value, cst.Name):
+        return value.value == "None"
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return float(value.evaluated_value) == 0.0
+    if isinstance(value, (cst.Tuple, cst.List)):
+        return all(
+            not isinstance(el, cst.StarredElement) and is_no_gradient(model, el.value, scope, depth + 1)
+            for el in value.elements
+        )
+    if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+        return is_no_gradient(model, value.elt, model.scope_of.get(value, scope), depth + 1)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+        return is_no_gradient(model, value.left, scope, depth + 1) and isinstance(value.left, (cst.List, cst.Tuple))
+    if isinstance(value, cst.Call):
+        func = value.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+        return last in _ZERO_BUILDERS
+    return False

@@ -33,7 +33,7 @@ def cglint(*args, stdin=None, cwd=ROOT):
                           input=stdin, cwd=cwd, env=ENV)
 
 
-def test_fixtures_report_the_seed_codes_and_exit_1():
+def test_fixtures_report_every_code_and_exit_1():
     run = cglint("--output-format", "json", "fixtures/")
     assert run.returncode == 1
     out = json.loads(run.stdout)
@@ -43,6 +43,13 @@ def test_fixtures_report_the_seed_codes_and_exit_1():
         by_file.setdefault(d["path"], set()).add(d["code"])
         assert set(d) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity",
                           "message", "fixable"}
+    from cglint.rules import ALL_RULES
+
+    every = {r.code for r in ALL_RULES}
+    assert set().union(*by_file.values()) == every, "fixtures/ must show every rule code"
+    for code in every:
+        # Each rule's bad fixture shows its own code and nothing else.
+        assert by_file[f"fixtures/rules/{code.lower()}_bad.py"] == {code}
     assert by_file["fixtures/seed/original.py"] >= {"CG001", "CG002", "CG004", "CG005"}
     assert by_file["fixtures/seed/seed_fix.py"] >= {"CG003", "CG004"}
     assert "fixtures/seed/correct.py" not in by_file
@@ -63,8 +70,10 @@ def test_text_output_has_location_code_frame_and_summary(tmp_path):
     assert lines[0].startswith("m.py:8:9: CG004 ")
     assert lines[1] == "   8 |     def grad(dy):"
     assert lines[2] == " " * 15 + "^^^^"
-    assert "m.py:9:31: CG005 " in run.stdout
-    assert lines[-1] == "Found 2 problems in 1 file."
+    assert "m.py:9:31: CG005 [*] " in run.stdout  # [*]: `--fix` can fix it
+    assert lines[-2] == "Found 2 problems in 1 file."
+    assert lines[-1] == ("[*] 1 fixable with the `--fix` option "
+                         "(1 hidden fix can be enabled with the `--unsafe-fixes` option).")
 
 
 def test_json_positions_are_one_based_with_exclusive_end(tmp_path):

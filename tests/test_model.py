@@ -119,3 +119,65 @@ def test_bindings_follow_names():
     (site,) = m.sites
     (value,) = m.resolve(cst.Name("out"), site.scope)
     assert m.qualname(value.func) == "tensorflow.tan"
+
+
+def test_grad_fn_signature_questions():
+    m = model(
+        "import tensorflow as tf\n"
+        "@tf.custom_gradient\ndef op(x, y, scale=2.0):\n"
+        "    def grad(d1, d2=None, variables=None):\n        return d1, d1, None\n"
+        "    return (x, y), grad\n"
+        "@tf.custom_gradient\ndef kw(x):\n    return x, lambda d, **extra: (d, [d for _ in extra['variables']])\n"
+        "@tf.custom_gradient\ndef pos_vars(x):\n    return x, lambda d, variables: (d, [])\n"
+    )
+    op, kw, pos_vars = m.sites
+    assert (op.required_inputs, len(op.inputs)) == (2, 3)
+    g = op.grad_fns[0]
+    assert g.upstream_params == ["d1", "d2"] and g.required_upstream == 1
+    assert g.variables_param == "variables" and not g.reads("variables") and g.reads("d1")
+    assert kw.grad_fns[0].variables_param == "extra" and kw.grad_fns[0].reads("extra")
+    # `variables` is passed by keyword, so even without a default it is not an upstream gradient.
+    assert pos_vars.grad_fns[0].upstream_params == ["d"]
+
+
+def test_flat_count_counts_none_entries():
+    m = model("import tensorflow as tf\n@tf.custom_gradient\ndef op(x, y):\n    return x, lambda d: (d, None)\n")
+    (site,) = m.sites
+    assert m.flat_count(site.grad_fns[0].returns[0].value, site.grad_fns[0].scope) == 2
+
+
+@pytest.mark.parametrize(
+    "expr,stop",
+    [
+        ("None", True), ("0.0", True), ("tf.zeros_like(x)", True), ("(None, tf.zeros([3]))", True),
+        ("[None] * 3", True), ("[tf.zeros_like(v) for v in vs]", True), ("1.0", False),
+        ("(None, x)", False), ("tf.ones_like(x)", False),
+    ],
+)
+def test_is_no_gradient(expr, stop):
+    from cglint.model import is_no_gradient
+
+    m = model(f"import tensorflow as tf\ndef f(x, vs):\n    return {expr}\n")
+    scope = m.root.nested[0]
+    assert is_no_gradient(m, scope.returns[0].value, scope) is stop
+
+
+def test_calls_that_reach_a_site_and_forwarded_calls():
+    m = model(
+        "import tensorflow as tf\n"
+        "@tf.custom_gradient\ndef op(x):\n    return x, lambda d: d\n"
+        "def fwd(x):\n    return x, lambda d: d\n"
+        "wrapped = tf.custom_gradient(fwd)\n"
+        "a = op(1.0)\nb = wrapped(1.0)\nc = fwd(1.0)\n"
+        "def shadow(op):\n    return op(1.0)\n"
+        "y, g = fwd(2.0)\nz = fwd(3.0)[0]\n"
+    )
+    by_call = {}
+    for call, scope in m.all_calls:
+        name = call.func.value if isinstance(call.func, cst.Name) else None
+        by_call.setdefault(name, []).append([s.name for s in m.sites if s.is_reached_by(call, scope)])
+    assert by_call["op"] == [["op"], []]  # the parameter `op` in shadow() is not the site
+    assert by_call["wrapped"] == [["fwd"]]
+    assert by_call["fwd"] == [[], [], []]  # the undecorated forward itself is a plain call
+    forwarded = [c for c, _ in m.all_calls if id(c) in m.forwarded_calls]
+    assert [m.module.code_for_node(c) for c in forwarded] == ["op(1.0)", "fwd(2.0)", "fwd(3.0)"]

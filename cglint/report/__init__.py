@@ -1,13 +1,42 @@
-"""Output formats. Each formatter takes the file results and returns the text to print."""
+"""Output formats. Each formatter takes the file results (and a `Context` with what the run
+knows beyond them) and returns the text to print."""
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
 
-from cglint.diagnostics import FileResult
-from cglint.report import json_format, text
+if TYPE_CHECKING:  # diagnostics imports libcst; `cglint --version` and `--help` need not pay for it
+    from cglint.diagnostics import FileResult
 
-FORMATTERS: dict[str, Callable[[list[FileResult]], str]] = {
-    "text": text.render,
-    "json": json_format.render,
-}
+
+@dataclass
+class Context:
+    root: Path = field(default_factory=Path.cwd)  # SARIF URIs are relative to it (%SRCROOT%)
+    fixed: int = 0  # fixes applied by --fix
+    unsafe_fixes: bool = False  # whether unsafe fixes count as applicable
+    runtime: list[dict] | None = None  # --runtime's top-level verdicts (text and json show them)
+
+
+Formatter = Callable[[list["FileResult"], Optional[Context]], str]
+
+
+def _formatters() -> dict[str, Formatter]:
+    from cglint.report import concise, github, json_format, junit, sarif, text
+
+    return {
+        "text": text.render,
+        "concise": concise.render,
+        "json": lambda results, context=None: json_format.render(results, context.runtime if context else None),
+        "sarif": sarif.render,
+        "github": github.render,
+        "junit": junit.render,
+    }
+
+
+FORMAT_NAMES = ("text", "concise", "json", "sarif", "github", "junit")
+
+
+def render(fmt: str, results: list[FileResult], context: Context | None = None) -> str:
+    return _formatters()[fmt](results, context or Context())

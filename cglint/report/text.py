@@ -1,12 +1,16 @@
-"""The default output: `path:line:col: CODE message`, the source line with a caret under the
-span, and a summary line."""
+"""The default output: `path:line:col: CODE message` (`CODE [*]` when `--fix` can fix it), the
+source line with a caret under the span, and a summary line."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from cglint.diagnostics import Diagnostic, FileResult
 
 
-def render(results: list[FileResult]) -> str:
+def render(results: list[FileResult], context=None) -> str:
+    fixed = context.fixed if context is not None else 0
+    unsafe = context.unsafe_fixes if context is not None else False
     out: list[str] = []
     files_with = 0
     total = 0
@@ -17,14 +21,51 @@ def render(results: list[FileResult]) -> str:
         lines = result.source.splitlines()
         for d in result.diagnostics:
             total += 1
-            out.append(f"{d.path}:{d.line}:{d.column}: {d.code} {d.message}")
+            star = " [*]" if d.fix is not None and (d.fix.safe or unsafe) else ""
+            out.append(f"{d.path}:{d.line}:{d.column}: {d.code}{star} {d.message}")
             out.extend(_frame(d, lines))
-    if total:
-        out.append(f"Found {total} problem{'s' if total != 1 else ''} in {files_with} file{'s' if files_with != 1 else ''}.")
-    else:
-        checked = len(results)
-        out.append(f"All checks passed ({checked} file{'s' if checked != 1 else ''} checked).")
+            if d.runtime is not None:
+                out.insert(len(out) - 1, f"  = runtime: {describe(d.runtime)}")
+    runtime = context.runtime if context is not None else None
+    if runtime:
+        out.append("Runtime checks:")
+        for r in runtime:
+            against = f" vs {r['reference']}" if r.get("reference") else ""
+            out.append(f"  {r['path']}:{r['line']}: {r['function']}: {r['verdict']}{against}: {r.get('detail') or ''}")
+        out.append("")
+    out.extend(summary(results, fixed, unsafe))
     return "\n".join(out) + "\n"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{('es' if word.endswith('x') else 's') if n != 1 else ''}"
+
+
+def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False) -> list[str]:
+    """The closing lines, as ruff words them: counts, then what `--fix` could still do."""
+    diags = [d for r in results for d in r.diagnostics]
+    total = len(diags)
+    files_with = sum(1 for r in results if r.diagnostics)
+    if fixed:
+        lines = [f"Found {_plural(fixed + total, 'problem')} ({fixed} fixed, {total} remaining)."]
+    elif total:
+        lines = [f"Found {_plural(total, 'problem')} in {_plural(files_with, 'file')}."]
+    else:
+        return [f"All checks passed ({_plural(len(results), 'file')} checked)."]
+    fixable = sum(1 for d in diags if d.fix is not None and (d.fix.safe or unsafe))
+    hidden = sum(1 for d in diags if d.fix is not None and not d.fix.safe and not unsafe)
+    hint = f"{_plural(hidden, 'hidden fix')} can be enabled with the `--unsafe-fixes` option" if hidden else ""
+    if fixable:
+        lines.append(f"[*] {fixable} fixable with the `--fix` option" + (f" ({hint})." if hint else "."))
+    elif hint:
+        lines.append(f"No fixes available ({hint}).")
+    return lines
+
+
+def describe(summary: dict[str, Any]) -> str:
+    from cglint.runtime.session import describe as words
+
+    return words(summary)
 
 
 def _frame(d: Diagnostic, lines: list[str]) -> list[str]:

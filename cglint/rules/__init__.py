@@ -11,6 +11,14 @@ from cglint.rules.cg002_flat_variable_gradients import FlatVariableGradients
 from cglint.rules.cg003_variable_gradients_callable import VariableGradientsCallable
 from cglint.rules.cg004_missing_variables_parameter import MissingVariablesParameter
 from cglint.rules.cg005_output_derivative import OutputDerivative
+from cglint.rules.cg006_hardcoded_variable_order import HardcodedVariableOrder
+from cglint.rules.cg007_input_gradient_count import InputGradientCount
+from cglint.rules.cg008_upstream_count import UpstreamCount
+from cglint.rules.cg009_upstream_ignored import UpstreamIgnored
+from cglint.rules.cg010_keyword_call import KeywordCall
+from cglint.rules.cg011_variable_created_inside import VariableCreatedInside
+from cglint.rules.cg012_eager_only_in_gradient import EagerOnlyInGradient
+from cglint.rules.cg013_missing_decorator import MissingDecorator
 
 ALL_RULES: list[type[Rule]] = [
     SyntaxErrorRule,
@@ -19,6 +27,14 @@ ALL_RULES: list[type[Rule]] = [
     VariableGradientsCallable,
     MissingVariablesParameter,
     OutputDerivative,
+    HardcodedVariableOrder,
+    InputGradientCount,
+    UpstreamCount,
+    UpstreamIgnored,
+    KeywordCall,
+    VariableCreatedInside,
+    EagerOnlyInGradient,
+    MissingDecorator,
 ]
 RULES_BY_CODE: dict[str, type[Rule]] = {r.code: r for r in ALL_RULES}
 

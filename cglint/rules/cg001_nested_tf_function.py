@@ -4,8 +4,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from cglint.diagnostics import Finding
+from cglint.diagnostics import Finding, Fix
 from cglint.model import TF_FUNCTION, GradientSite
+from cglint.rules._fixes import parenthesized
 from cglint.rules.base import Rule
 
 
@@ -22,6 +23,18 @@ class NestedTfFunction(Rule):
     outright: the traced function returns `(y, grad_fn)`, and TensorFlow raises
     `TypeError: To be compatible with tf.function, Python functions must return zero or more
     Tensors ...`. `@tf.function` *above* `@tf.custom_gradient` is the supported combination.
+    """
+
+    fix_safety = """
+    Three fixes. `@tf.function` directly under `@tf.custom_gradient` is moved above it (the
+    supported order); this is safe, the original fails on its first call. A `@tf.function`
+    decorator on a def inside the forward is removed, and `tf.function(f)` inside the forward
+    becomes `f` (so `tf.function(f)(x)` becomes `f(x)`): the function still runs inside the
+    forward, traced by an outer `tf.function` if there is one, so these are safe when
+    `tf.function` has no arguments. With arguments (`jit_compile=True`, `input_signature=...`,
+    `reduce_retracing=...`) the fix drops them and what they do, so it is unsafe. A decorator
+    with comments above it, or with other decorators between it and `@tf.custom_gradient`, gets
+    no fix.
     """
 
     code = "CG001"
@@ -126,6 +139,7 @@ def op(x):
                         f"`@tf.function` under `@tf.custom_gradient` on `{site.name}` fails: TensorFlow "
                         "traces the forward, which returns `(y, grad_fn)`, and raises TypeError; "
                         "put `@tf.function` above `@tf.custom_gradient`",
+                        fix=_move_above(site.wrapper, dec) if dec is below[0] else None,
                     )
         decorator_calls = set()
         for scope in site.scopes():
@@ -135,10 +149,11 @@ def op(x):
             for dec in node.decorators:
                 decorator_calls.add(id(dec.decorator))
                 if model.qualname(_callee(dec.decorator)) in TF_FUNCTION:
-                    yield Finding(dec, self._message(site, f"`@tf.function` on `{node.name.value}`"))
+                    yield Finding(dec, self._message(site, f"`@tf.function` on `{node.name.value}`"),
+                                  fix=_remove_decorator(dec, node.name.value))
         for call, _ in site.calls():
             if id(call) not in decorator_calls and model.qualname(call.func) in TF_FUNCTION:
-                yield Finding(call, self._message(site, "`tf.function(...)`"))
+                yield Finding(call, self._message(site, "`tf.function(...)`"), fix=_unwrap(model, call))
 
     @staticmethod
     def _message(site: GradientSite, what: str) -> str:
@@ -151,3 +166,46 @@ def op(x):
 def _callee(expr: cst.BaseExpression) -> cst.BaseExpression:
     """`@tf.function(jit_compile=True)` is still `tf.function`."""
     return expr.func if isinstance(expr, cst.Call) else expr
+
+
+def _has_options(decorator: cst.BaseExpression) -> bool:
+    return isinstance(decorator, cst.Call) and bool(decorator.args)
+
+
+def _comments(lines) -> bool:
+    return any(line.comment is not None for line in lines)
+
+
+def _move_above(wrapper: cst.CSTNode, dec: cst.Decorator) -> Fix | None:
+    if not isinstance(wrapper, cst.Decorator) or _comments(dec.leading_lines):
+        return None
+    moved = dec.with_changes(leading_lines=wrapper.leading_lines)
+    return Fix(
+        [(dec, cst.RemovalSentinel.REMOVE), (wrapper, cst.FlattenSentinel([moved, wrapper.with_changes(leading_lines=())]))],
+        safe=True,
+        description="Move `@tf.function` above `@tf.custom_gradient`",
+    )
+
+
+def _remove_decorator(dec: cst.Decorator, name: str) -> Fix | None:
+    if _comments(dec.leading_lines):
+        return None
+    options = _has_options(dec.decorator)
+    return Fix([(dec, cst.RemovalSentinel.REMOVE)], safe=not options,
+               description=f"Remove `@tf.function` from `{name}`" + (" (and its options)" if options else ""))
+
+
+def _unwrap(model, call: cst.Call) -> Fix | None:
+    """`tf.function(f, **options)` -> `f`."""
+    if any(a.star for a in call.args):
+        return None
+    positional = [a for a in call.args if a.keyword is None]
+    by_keyword = [a for a in call.args if a.keyword is not None and a.keyword.value == "func"]
+    target = positional or by_keyword
+    if len(target) != 1 or len(positional) + len(by_keyword) != 1:
+        return None
+    fn = target[0].value
+    options = len(call.args) > 1
+    what = model.module.code_for_node(fn).strip()
+    return Fix([(call, parenthesized(fn))], safe=not options,
+               description=f"Call `{what}` directly instead of `tf.function({what})`" + (" (dropping its options)" if options else ""))

@@ -3,7 +3,8 @@
 from typing import Iterator
 
 from cglint.diagnostics import Finding
-from cglint.model import LIST, NONE, TENSOR, TUPLE, GradientSite, kind_of
+from cglint.model import LIST, NONE, TENSOR, TUPLE, GradFn, GradientSite, GradReturn, kind_of
+from cglint.rules._fixes import input_grads_code, keyed_variable_gradients
 from cglint.rules.base import Rule
 
 
@@ -19,6 +20,19 @@ class FlatVariableGradients(Rule):
     `variable_grads` to be a list with one gradient per entry of `variables`. A flat
     `(dx, dw, db)` raises `ValueError: too many values to unpack (expected 2)`; a tensor or
     tuple in place of the list fails or, worse, is split along its first axis.
+    """
+
+    fix_safety = """
+    The fix rewrites the return as `return dx, [{w.ref(): dw, b.ref(): db}[v.ref()] for v in
+    variables]` (hoisting the table into a `grads_by_variable = {...}` statement when the
+    gradients are expressions), which is right whatever order TensorFlow passes `variables`
+    in. It is offered only when the split is unambiguous: the return holds one gradient per
+    positional input followed by one per trainable variable (or a tuple/tensor with one per
+    variable), and the grad fn has a `variables` parameter (or `**kwargs`; without either,
+    CG004's fix comes first). Which gradient belongs to which variable is taken from the
+    gradients' names when every one names a variable (`dw`/`dydw`/`w_grad` -> `w`), and
+    otherwise from the order in which the forward first reads the variables. That is an
+    assumption about your intent, so the fix is unsafe: check the mapping.
     """
 
     code = "CG002"
@@ -123,11 +137,13 @@ def scale(x):
                 if ret.elements is None:
                     continue
                 if len(ret.elements) != 2:
+                    k = len(site.inputs)
                     yield Finding(
                         ret.node,
                         f"`{grad.name}` returns {len(ret.elements)} gradients flat, but the forward reads "
                         f"variables ({names}): TensorFlow unpacks `input_grads, variable_grads` and raises "
                         "'too many values to unpack'; return `(input_grads, [one per entry of variables])`",
+                        fix=_fix(site, grad, ret, ret.elements[:k], ret.elements[k:]),
                     )
                     continue
                 kind = kind_of(site.model, ret.elements[1], grad.scope)
@@ -136,4 +152,26 @@ def scale(x):
                         ret.node,
                         f"`{grad.name}` returns the variable gradients as a {kind}, not a list: TensorFlow "
                         "needs a list with one gradient per entry of `variables`, in that order",
+                        fix=_fix(site, grad, ret, None, _as_list(site, grad, ret.elements[1], kind)),
                     )
+
+
+def _as_list(site: GradientSite, grad: GradFn, expr, kind: str) -> list | None:
+    """The variable gradients held by a tuple literal, or a single tensor for one variable."""
+    if kind == TUPLE:
+        return site.model.literal_elements(expr, grad.scope)
+    if kind == TENSOR and len(site.trainable_variables) == 1:
+        return [expr]
+    return None
+
+
+def _fix(site: GradientSite, grad: GradFn, ret: GradReturn, input_grads, var_grads):
+    if var_grads is None or ret.elements is None:
+        return None
+    if input_grads is None:
+        code = site.model.module.code_for_node(ret.elements[0]).strip()
+    else:
+        code = input_grads_code(site, list(input_grads))
+    if code is None:
+        return None
+    return keyed_variable_gradients(site, grad, ret, code, list(var_grads))

@@ -2,8 +2,11 @@
 
 from typing import Iterator
 
-from cglint.diagnostics import Finding
-from cglint.model import CALLABLE, GradientSite, kind_of
+import libcst as cst
+
+from cglint.diagnostics import Finding, Fix
+from cglint.model import CALLABLE, GradFn, GradientSite, kind_of
+from cglint.rules._fixes import parenthesized, variables_expr
 from cglint.rules.base import Rule
 
 
@@ -19,6 +22,15 @@ class VariableGradientsCallable(Rule):
     parameter it raises `grad_fn must accept keyword argument 'variables'` first. This is
     the "corrected code" of a widely copied answer: the contract is a *list* with one
     gradient per entry of `variables`, computed in the grad fn itself.
+    """
+
+    fix_safety = """
+    The fix calls the returned callable with TensorFlow's `variables`: `return dx, grad_vars`
+    becomes `return dx, grad_vars(variables)` (a lambda is wrapped in parentheses first). It
+    is offered when the callable takes exactly one positional parameter and the grad fn has a
+    `variables` parameter (or `**kwargs`), and is safe: the callable was written to receive
+    the variables and produce their gradients, and the code as written cannot run. When the
+    grad fn lacks `variables`, CG004's fix adds it first (unsafe), then this one applies.
     """
 
     code = "CG003"
@@ -112,4 +124,20 @@ def square(x):
                             f"`{grad.name}` returns a callable in place of the variable gradients: TensorFlow "
                             "never calls it and raises \"object of type 'function' has no len()\"; return a list "
                             "with one gradient per entry of `variables`",
+                            fix=_call_with_variables(site, grad, ret.elements[1]),
                         )
+
+
+def _call_with_variables(site: GradientSite, grad: GradFn, expr: cst.BaseExpression) -> Fix | None:
+    access = variables_expr(grad)
+    targets = [v for v in site.model.resolve(expr, grad.scope) if isinstance(v, (cst.FunctionDef, cst.Lambda))]
+    if access is None or len(targets) != 1:
+        return None
+    params = targets[0].params
+    positional = [*params.posonly_params, *params.params]
+    required = [p for p in positional if p.default is None]
+    if len(positional) < 1 or len(required) > 1 or params.kwonly_params and any(p.default is None for p in params.kwonly_params):
+        return None
+    call = cst.Call(func=parenthesized(expr), args=[cst.Arg(access)])
+    what = f"`{expr.value}`" if isinstance(expr, cst.Name) else "the callable"
+    return Fix([(expr, call)], safe=True, description=f"Call {what} with `variables`")

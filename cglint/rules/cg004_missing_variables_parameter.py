@@ -2,8 +2,9 @@
 
 from typing import Iterator
 
-from cglint.diagnostics import Finding
+from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite
+from cglint.rules._fixes import add_variables_parameter
 from cglint.rules.base import Rule
 
 
@@ -20,6 +21,14 @@ class MissingVariablesParameter(Rule):
     @tf.custom_gradient grad_fn must accept keyword argument 'variables', since function uses
     variables: [...]` at the first gradient. Non-trainable variables (`trainable=False`) are
     not watched and need no parameter.
+    """
+
+    fix_safety = """
+    The fix adds a `variables=None` parameter to the grad fn (keyword-only after `*args`).
+    That alone does not make the grad fn correct: with variables, TensorFlow also requires it
+    to return `(input_grads, [one gradient per entry of variables])`, so the return must change
+    too (CG002's and CG003's fixes do that where they can; otherwise you must). The fix is
+    therefore unsafe.
     """
 
     code = "CG004"
@@ -114,4 +123,13 @@ def scale(x):
                     f"`{grad.name}` takes no `variables` parameter, but the forward `{site.name}` reads "
                     f"trainable variable{'s' if len(variables) > 1 else ''} {names}: TensorFlow raises "
                     "\"grad_fn must accept keyword argument 'variables'\"",
+                    fix=_fix(grad),
                 )
+
+
+def _fix(grad) -> Fix | None:
+    edit = add_variables_parameter(grad)
+    if edit is None:
+        return None
+    return Fix([edit], safe=False,
+               description=f"Add a `variables=None` parameter to `{grad.name}` (its return must then include the variable gradients)")

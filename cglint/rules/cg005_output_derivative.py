@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import libcst as cst
 
-from cglint.diagnostics import Finding
+from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite, ModuleModel, Param, Scope, tf_op_name
+from cglint.rules._fixes import fresh_name, insert_before, parenthesized, single_binding, sole_statement_line
 from cglint.rules.base import Rule
 
 # For each elementwise op: the functions whose appearance *applied to the op's output* means
@@ -54,6 +55,24 @@ class OutputDerivative(Rule):
     d/dz tan(z) is 1/cos²(z); 1/cos²(tan(z)) is a different function. TensorFlow runs it
     without complaint and trains on the wrong gradient: on the seed's `tan(x @ w + b)` the
     gradient was off by 110% (relative), with no error or warning.
+    """
+
+    fix_safety = """
+    The fix evaluates the derivative at the op's input. For `y = tf.tan(z)` it replaces `y`
+    with `z` in the derivative (`cos(y)` -> `cos(z)`); when the input is an expression,
+    `y = tf.tan(x @ w + b)`, it first names it in the forward: `z = x @ w + b` /
+    `y = tf.tan(z)`. Both are safe: the forward computes the same values in the same order,
+    and only the derivative changes, to the one the rule's message describes. They are offered
+    when `y` and `z` are each bound once and mean the same thing where the derivative is.
+
+    When `y` comes from a helper, `y = forward(x)` with `def forward(a): return tf.tan(a @ w
+    + b)`, the fix adds `z = x @ w + b` (the helper's argument expression, with the helper's
+    parameters replaced by the call's arguments) before the call and uses `z` in the
+    derivative. The forward's value is unchanged, but the expression is computed twice and the
+    rewrite assumes the helper is that single return, so it is unsafe. It is offered when the
+    helper's body is one `return op(...)`, its parameters are plain, the call's arguments are
+    names or constants, and every other name in the expression means the same thing at the
+    call.
     """
 
     code = "CG005"
@@ -149,13 +168,13 @@ def ops(x):
                 for arg, derivative in _derivative_uses(model, call, scope):
                     hit = _output_of(model, arg, scope, derivative)
                     if hit:
-                        name, op = hit
-                        yield Finding(call, _message(model, call, derivative, op, name))
+                        yield Finding(call, _message(model, call, derivative, hit.op, hit.name.value),
+                                      fix=_fix(model, scope, hit))
             for node in _divisions(scope):
                 hit = _output_of(model, node.right, scope, "div")
                 if hit:
-                    name, op = hit
-                    yield Finding(node, _message(model, node, "div", op, name))
+                    yield Finding(node, _message(model, node, "div", hit.op, hit.name.value),
+                                  fix=_fix(model, scope, hit))
 
 
 def _message(model: ModuleModel, node: cst.CSTNode, derivative: str, op: str, name: str) -> str:
@@ -226,16 +245,22 @@ def _names_in(expr: cst.BaseExpression) -> list[str]:
     return [n.value for n in _arithmetic(expr) if isinstance(n, cst.Name)]
 
 
-def _output_of(model: ModuleModel, expr: cst.BaseExpression, scope: Scope, derivative: str) -> tuple[str, str] | None:
+class _Hit(NamedTuple):
+    name: cst.Name  # the output's name where the derivative reads it
+    op: str
+    value: cst.Call  # what the name is bound to: the op call, or a call to a helper returning it
+
+
+def _output_of(model: ModuleModel, expr: cst.BaseExpression, scope: Scope, derivative: str) -> _Hit | None:
     """If `expr` (or an arithmetic operand of it) is a name holding the output of an op whose
-    derivative `derivative` belongs to, return (name, op)."""
+    derivative `derivative` belongs to, say which name, op and bound value."""
     for node in _arithmetic(expr):
         if not isinstance(node, cst.Name):
             continue
         for value in model.resolve(node, scope):
             op = _op_of(model, value, scope)
             if op is not None and derivative in DERIVATIVE_FUNCTIONS.get(op, ()):
-                return node.value, op
+                return _Hit(node, op, value)  # type: ignore[arg-type]
     return None
 
 
@@ -257,3 +282,124 @@ def _op_of(model: ModuleModel, value: object, scope: Scope) -> str | None:
                         if inner in DERIVATIVE_FUNCTIONS:
                             return inner
     return None
+
+
+# ---- the fix -------------------------------------------------------------------------------
+
+
+def _first_positional(call: cst.Call) -> cst.Arg | None:
+    if call.args and call.args[0].keyword is None and not call.args[0].star:
+        return call.args[0]
+    return None
+
+
+def _fix(model: ModuleModel, scope: Scope, hit: _Hit) -> Fix | None:
+    """See `fix_safety`: use the op's input where the derivative reads its output."""
+    bound = single_binding(scope, hit.name.value)
+    if bound is None or bound[1] is not hit.value:
+        return None
+    owner = bound[0]
+    if tf_op_name(model.qualname(hit.value.func)) is not None:
+        return _fix_direct(model, scope, owner, hit)
+    return _fix_helper(model, scope, owner, hit)
+
+
+def _same_meaning(name: str, here: Scope, there: Scope) -> bool:
+    """`name` read in `here` is the binding it has in `there`, bound once (or a builtin/global
+    seen alike from both)."""
+    a, b = here.lookup(name), there.lookup(name)
+    if a is None or b is None:
+        return a is None and b is None
+    return a[0] is b[0] and len(a[1]) == 1
+
+
+def _fix_direct(model: ModuleModel, scope: Scope, owner: Scope, hit: _Hit) -> Fix | None:
+    arg = _first_positional(hit.value)
+    if arg is None:
+        return None
+    if isinstance(arg.value, cst.Name):
+        z = arg.value.value
+        if not _same_meaning(z, scope, owner):
+            return None
+        return Fix([(hit.name, cst.Name(z))], safe=True,
+                   description=f"Evaluate the derivative at `{z}`, the input of `{hit.op}`")
+    assign = model.parent(hit.value)
+    line = sole_statement_line(model, assign) if isinstance(assign, cst.Assign) else None
+    if line is None or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return None
+    z = fresh_name(model, "z", f"{hit.name.value}_pre")
+    new_assign = cst.Assign(targets=[cst.AssignTarget(cst.Name(z))], value=arg.value.with_changes(lpar=[], rpar=[])
+                            if _balanced(arg.value) else arg.value)
+    call = hit.value.with_changes(args=[arg.with_changes(value=cst.Name(z)), *hit.value.args[1:]])
+    return Fix(
+        [insert_before(line, new_assign, assign.with_changes(value=call)), (hit.name, cst.Name(z))],
+        safe=True,
+        description=f"Name the input of `{hit.op}` `{z}` and evaluate the derivative there",
+    )
+
+
+def _balanced(expr: cst.BaseExpression) -> bool:
+    return bool(expr.lpar) and len(expr.lpar) == len(expr.rpar)
+
+
+def _fix_helper(model: ModuleModel, scope: Scope, owner: Scope, hit: _Hit) -> Fix | None:
+    """`y = forward(x)` with `def forward(a): return tf.tan(a @ w + b)`: add `z = x @ w + b`."""
+    call = hit.value
+    helpers = [h for h in model.resolve(call.func, owner) if isinstance(h, cst.FunctionDef)]
+    if len(helpers) != 1 or helpers[0] not in model.scope_of:
+        return None
+    helper = helpers[0]
+    hscope = model.scope_of[helper]
+    params = helper.params
+    if (hscope.nested or params.posonly_params or params.kwonly_params or params.star_arg is not cst.MaybeSentinel.DEFAULT
+            or params.star_kwarg is not None or any(p.default is not None for p in params.params)):
+        return None
+    body = helper.body.body
+    if len(body) != 1 or len(hscope.returns) != 1 or not isinstance(hscope.returns[0].value, cst.Call):
+        return None
+    inner = _first_positional(hscope.returns[0].value)
+    args = list(call.args)
+    if inner is None or len(args) != len(params.params) or any(a.keyword is not None or a.star for a in args):
+        return None
+    if not all(isinstance(a.value, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)) for a in args):
+        return None  # evaluating an argument twice must not repeat its effects
+    names = [p.name.value for p in params.params]
+    substitute = {n: parenthesized(a.value) for n, a in zip(names, args)}
+    reads = {id(n): n.value for n in hscope.reads}
+    for name in set(reads.values()) - set(names):
+        a, b = hscope.lookup(name), owner.lookup(name)
+        if (a is None) != (b is None) or (a is not None and a[0] is not b[0]):
+            return None
+    for arg in args:
+        if isinstance(arg.value, cst.Name) and not _same_meaning(arg.value.value, owner, owner):
+            return None
+    expr = inner.value.visit(_Substitute(substitute, reads))
+    assign = model.parent(call)
+    line = sole_statement_line(model, assign) if isinstance(assign, cst.Assign) else None
+    if line is None:
+        return None
+    if isinstance(expr, cst.Name):
+        if not _same_meaning(expr.value, scope, owner):
+            return None
+        return Fix([(hit.name, cst.Name(expr.value))], safe=False,
+                   description=f"Evaluate the derivative at `{expr.value}`, the input of `{hit.op}` in `{helper.name.value}`")
+    z = fresh_name(model, "z", f"{hit.name.value}_pre")
+    new_assign = cst.Assign(targets=[cst.AssignTarget(cst.Name(z))], value=expr)
+    return Fix(
+        [insert_before(line, new_assign), (hit.name, cst.Name(z))],
+        safe=False,
+        description=f"Compute the input of `{hit.op}` in `{helper.name.value}` as `{z}` and evaluate the derivative there",
+    )
+
+
+class _Substitute(cst.CSTTransformer):
+    """Replaces the helper's parameter reads (by identity, from the model) with the call's
+    arguments."""
+
+    def __init__(self, by_name: dict[str, cst.BaseExpression], reads: dict[int, str]) -> None:
+        self.by_name, self.reads = by_name, reads
+
+    def on_leave(self, original, updated):  # type: ignore[override]
+        if isinstance(original, cst.Name) and id(original) in self.reads and original.value in self.by_name:
+            return self.by_name[original.value]
+        return updated

@@ -57,7 +57,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
         mine = [d for d in result.diagnostics if start <= d.line <= end or d.line == positions[site.wrapper].start.line]
         if not mine and not everything:
             continue
-        comments = _comments_above(lines, start)
+        def_line = positions[site.anchor].start.line
+        comments = _comments_above(lines, start) + lines[start:def_line]
         request: dict = {"function": "", "line": start, "shapes": shapes}
         example = next((m.group("spec") for c in comments if (m := _EXAMPLE.search(c))), None)
         if example:

@@ -1,0 +1,375 @@
+"""Configuration: `[tool.cglint]` in the nearest `pyproject.toml`, then command-line overrides.
+
+    [tool.cglint]
+    select = ["CG"]                 # codes or prefixes; default: every rule
+    extend-select = []              # added to whatever `select` chose
+    ignore = ["CG001"]
+    exclude = [...]                 # gitignore-style globs; replaces the default list
+    extend-exclude = ["gen/"]       # added to the default list (usually what you want)
+    per-file-ignores = { "tests/**" = ["CG005"] }
+
+    [tool.cglint.runtime]
+    timeout = 120.0                 # seconds per module (--runtime-timeout)
+    rtol = 1e-5                     # default: by dtype
+    atol = 0.0
+    probes = 3                      # random upstream gradients per check
+
+Library entry points (the language server uses them too): `load(start, config_file=None)` ->
+`Settings`; `Settings.with_overrides(...)` for command-line options; `Settings.rules_for(path)`;
+`Settings.is_excluded(path, ...)`. Every problem in a file is a `ConfigError` whose message is
+one line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+# Skipped while walking directories unless `exclude` is set (as in ruff); named paths are linted
+# anyway unless --force-exclude.
+DEFAULT_EXCLUDE: tuple[str, ...] = (
+    ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "env", ".env", "__pycache__",
+    "site-packages", "build", "dist", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+)
+
+_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime")
+_RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes")
+
+
+class ConfigError(ValueError):
+    """A configuration problem; `str()` is one line naming the file and the key."""
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """`[tool.cglint.runtime]`. `rtol`/`atol` None means "by dtype" / 0."""
+
+    timeout: float = 120.0
+    rtol: float | None = None
+    atol: float | None = None
+    probes: int = 3
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """One layer of rule selection. Layers apply in order (configuration, then command line):
+    a layer with `select` starts over from it, then adds `extend_select`, then drops `ignore`."""
+
+    select: tuple[str, ...] | None
+    extend_select: tuple[str, ...]
+    ignore: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path  # globs are relative to this: the configuration file's directory, else the cwd
+    config_file: Path | None = None
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    runtime: RuntimeSettings = RuntimeSettings()
+    force_exclude: bool = False
+    layers: tuple[_Selection, ...] = ()
+
+    # ---- command line --------------------------------------------------------------------
+
+    def with_overrides(
+        self,
+        *,
+        select: Iterable[str] | None = None,
+        ignore: Iterable[str] | None = None,
+        extend_select: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+        extend_exclude: Iterable[str] | None = None,
+        per_file_ignores: dict[str, Iterable[str]] | None = None,
+        force_exclude: bool | None = None,
+    ) -> Settings:
+        """Command-line options on top of the file, as in ruff: `--select` starts over (the
+        file's `ignore` no longer applies), `--extend-select` and `--ignore` add to it,
+        `--exclude` replaces the exclusion list and `--extend-exclude` adds to it. Unknown
+        codes raise ConfigError."""
+        where = "the command line"
+        changes: dict[str, Any] = {}
+        if select is not None or ignore is not None or extend_select is not None:
+            layer = _Selection(
+                _codes(select, "--select", where) if select is not None else None,
+                _codes(extend_select or (), "--extend-select", where),
+                _codes(ignore or (), "--ignore", where),
+            )
+            changes["layers"] = self.layers + (layer,)
+        if exclude is not None:
+            changes["exclude"] = tuple(exclude)
+        if extend_exclude is not None:
+            changes["extend_exclude"] = self.extend_exclude + tuple(extend_exclude)
+        if per_file_ignores is not None:
+            merged = dict(self.per_file_ignores)
+            for pattern, codes in per_file_ignores.items():
+                merged[pattern] = merged.get(pattern, ()) + _codes(codes, "--per-file-ignores", where)
+            changes["per_file_ignores"] = merged
+        if force_exclude is not None:
+            changes["force_exclude"] = force_exclude
+        return replace(self, **changes) if changes else self
+
+    # ---- questions -----------------------------------------------------------------------
+
+    @property
+    def rules(self) -> list:
+        """The rules selected for every file (before per-file-ignores)."""
+        from cglint.rules import ALL_RULES, select_rules
+
+        chosen = {r.code for r in ALL_RULES}
+        for layer in self.layers:
+            if layer.select is not None:
+                chosen = {r.code for r in select_rules(list(layer.select))} if layer.select else set()
+            if layer.extend_select:
+                chosen |= {r.code for r in select_rules(list(layer.extend_select))}
+            if layer.ignore:
+                chosen -= {r.code for r in select_rules(list(layer.ignore))}
+        return [r for r in ALL_RULES if r.code in chosen]
+
+    def rules_for(self, path: str | os.PathLike[str]) -> list:
+        """The rules to run on `path`: the selection minus its per-file-ignores."""
+        rules = self.rules
+        if not self.per_file_ignores:
+            return rules
+        from cglint.rules import select_rules
+
+        dropped: set[str] = set()
+        for pattern, codes in self.per_file_ignores.items():
+            if _matcher(self.root, (pattern,)).matches(path, is_dir=False, parents=True):
+                dropped |= {r.code for r in select_rules(list(codes))}
+        return [r for r in rules if r.code not in dropped]
+
+    def is_excluded(self, path: str | os.PathLike[str], is_dir: bool = False, parents: bool = False) -> bool:
+        """Does `exclude`/`extend-exclude` match `path` (and, with `parents`, any directory
+        above it, inside the root)?"""
+        return _matcher(self.root, self.exclude + self.extend_exclude).matches(path, is_dir, parents)
+
+
+# ---- loading -------------------------------------------------------------------------------
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest `pyproject.toml` with a `[tool.cglint]` table, searching upward from `start`
+    (a file's directory, or the directory itself). Files without the table are passed over,
+    so a package's own pyproject does not hide the repository's configuration."""
+    start = Path(start).resolve()
+    here = start if start.is_dir() else start.parent
+    for directory in (here, *here.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = _read_toml(candidate)
+            except ConfigError:
+                return candidate  # broken, but ours to report: load() says what is wrong
+            if isinstance(data.get("tool"), dict) and "cglint" in data["tool"]:
+                return candidate
+    return None
+
+
+def load(start: Path | str | None = None, config_file: Path | str | None = None) -> Settings:
+    """Settings for a run starting at `start` (the first path given, or the cwd). With
+    `config_file`, read that file instead of searching: a `pyproject.toml` contributes its
+    `[tool.cglint]` table, any other TOML file (e.g. `cglint.toml`) its top level."""
+    if config_file is not None:
+        path = Path(config_file)
+        if not path.is_file():
+            raise ConfigError(f"{config_file}: configuration file not found")
+        data = _read_toml(path)
+        table = data.get("tool", {}).get("cglint", {}) if path.name == "pyproject.toml" else data
+        return _from_table(table, path.resolve(), "[tool.cglint]" if path.name == "pyproject.toml" else "")
+    found = find_config(Path(start) if start is not None else Path.cwd())
+    if found is None:
+        return Settings(root=Path.cwd().resolve())
+    data = _read_toml(found)
+    return _from_table(data.get("tool", {}).get("cglint", {}), found, "[tool.cglint]")
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+
+
+def _from_table(table: Any, path: Path, section: str) -> Settings:
+    where = f"{section} in {path}" if section else str(path)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table")
+    _check_keys(table, _KEYS, where)
+
+    select = _codes(table["select"], "select", where) if "select" in table else None
+    extend_select = _codes(table.get("extend-select", ()), "extend-select", where)
+    ignore = _codes(table.get("ignore", ()), "ignore", where)
+    pfi_raw = table.get("per-file-ignores", {})
+    if not isinstance(pfi_raw, dict):
+        raise ConfigError(f"`per-file-ignores` in {where} must be a table of glob = [codes]")
+    per_file_ignores = {
+        str(pattern): _codes(codes, f"per-file-ignores.{pattern!r}", where) for pattern, codes in pfi_raw.items()
+    }
+    exclude = _strings(table["exclude"], "exclude", where) if "exclude" in table else DEFAULT_EXCLUDE
+    extend_exclude = _strings(table.get("extend-exclude", ()), "extend-exclude", where)
+
+    return Settings(
+        root=path.parent,
+        config_file=path,
+        select=select,
+        ignore=ignore,
+        extend_select=extend_select,
+        exclude=exclude,
+        extend_exclude=extend_exclude,
+        per_file_ignores=per_file_ignores,
+        runtime=_runtime(table.get("runtime", {}), f"{section}.runtime in {path}" if section else f"[runtime] in {path}"),
+        layers=(_Selection(select, extend_select, ignore),),
+    )
+
+
+def _runtime(table: Any, where: str) -> RuntimeSettings:
+    if not isinstance(table, dict):
+        raise ConfigError(f"`runtime` in {where} must be a table")
+    _check_keys(table, _RUNTIME_KEYS, where)
+    values: dict[str, Any] = {}
+    for key in ("timeout", "rtol", "atol"):
+        if key in table:
+            value = table[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"`{key}` in {where} must be a number, not {value!r}")
+            if value < 0 or (key == "timeout" and value == 0):
+                raise ConfigError(f"`{key}` in {where} must be {'positive' if key == 'timeout' else '>= 0'}, not {value!r}")
+            values[key] = float(value)
+    if "probes" in table:
+        value = table["probes"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"`probes` in {where} must be a positive integer, not {value!r}")
+        values["probes"] = value
+    return RuntimeSettings(**values)
+
+
+def _check_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key.replace("_", "-"), known, n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else f" (known: {', '.join(known)})"
+            raise ConfigError(f"unknown key `{key}` in {where}{hint}")
+
+
+def _strings(value: Any, key: str, where: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"`{key}` in {where} must be a list of strings, not {value!r}")
+    return tuple(value)
+
+
+def _codes(value: Any, key: str, where: str) -> tuple[str, ...]:
+    from cglint.rules import UnknownCodeError, select_rules
+
+    codes = tuple(c.strip().upper() for c in _strings(list(value) if isinstance(value, tuple) else value, key, where))
+    for code in codes:
+        try:
+            select_rules([code])
+        except UnknownCodeError:
+            place = f"in {key}" if key.startswith("--") else f"in `{key}` in {where}"
+            raise ConfigError(f"unknown rule code or prefix: {code!r} ({place}; see --list-rules)") from None
+    return codes
+
+
+# ---- gitignore-style globs -----------------------------------------------------------------
+
+
+class Glob:
+    """One gitignore-style pattern: `build` or `*.pyi` match at any depth; a pattern with a
+    `/` before its end (`src/gen/*.py`, `/setup.py`) is anchored at the root; `**` crosses
+    directories; a trailing `/` matches directories only."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        text = pattern.strip()
+        if text.startswith("./"):
+            text = text[2:]
+        self.dir_only = text.endswith("/")
+        text = text.rstrip("/")
+        self.anchored = "/" in text
+        body = _translate(text.lstrip("/"))
+        self.regex = re.compile(("" if self.anchored else "(?:.*/)?") + body + r"\Z", re.DOTALL)
+
+    def matches(self, rel: str, is_dir: bool) -> bool:
+        if self.dir_only and not is_dir:
+            return False
+        return self.regex.match(rel) is not None
+
+
+def _translate(pattern: str) -> str:
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            inner = pattern[i + 1 : end]
+            if inner.startswith("!"):
+                inner = "^" + inner[1:]
+            out.append("[" + inner.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return "".join(out)
+
+
+class _Matcher:
+    def __init__(self, root: Path, patterns: tuple[str, ...]) -> None:
+        self.root = str(root)
+        self.globs = [Glob(p) for p in patterns if p.strip()]
+
+    def matches(self, path: str | os.PathLike[str], is_dir: bool, parents: bool = False) -> bool:
+        if not self.globs:
+            return False
+        absolute = os.path.abspath(path)
+        rel = os.path.relpath(absolute, self.root) if absolute.startswith(self.root) else None
+        if rel is None or rel == "." or rel.startswith(".."):
+            # Outside the root only unanchored patterns can apply (`build`, `*.pyi`).
+            globs = [g for g in self.globs if not g.anchored]
+            rel = absolute.lstrip("/")
+        else:
+            globs = self.globs
+        rel = rel.replace(os.sep, "/")
+        parts = rel.split("/")
+        candidates = [("/".join(parts[: i + 1]), True) for i in range(len(parts) - 1)] if parents else []
+        candidates.append((rel, is_dir))
+        return any(g.matches(p, d) for p, d in candidates for g in globs)
+
+
+_MATCHERS: dict[tuple[str, tuple[str, ...]], _Matcher] = {}
+
+
+def _matcher(root: Path, patterns: tuple[str, ...]) -> _Matcher:
+    key = (str(root), patterns)
+    if key not in _MATCHERS:
+        _MATCHERS[key] = _Matcher(root, patterns)
+    return _MATCHERS[key]

@@ -1,0 +1,276 @@
+"""Applying fixes: rounds of lint -> apply the non-overlapping fixes -> check the result parses
+and compiles -> lint again, until nothing changes (bounded), then an atomic write.
+
+Library entry points (the CLI and the language server use them):
+
+- `fix_source(source, path, rules, unsafe=False) -> FixResult(new_source, applied, dropped, result)`
+- `fix_file(path, rules, unsafe=False, write=True) -> FixResult` (keeps BOM, line endings, mode)
+- `text_edits(source, module, fix) -> list[TextEdit]`: a fix as replacements of the source text
+- `write_atomic(path, data)`: temp file in the same directory, then `os.replace`
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+import warnings
+from dataclasses import dataclass
+from typing import Iterable
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from cglint.diagnostics import Diagnostic, FileResult, Fix
+from cglint.rules import ALL_RULES, Rule
+
+MAX_ROUNDS = 10
+
+
+@dataclass
+class AppliedFix:
+    code: str
+    line: int  # where the finding was, in the source of the round that fixed it
+    description: str
+    safe: bool
+
+
+@dataclass
+class DroppedFix:
+    code: str
+    line: int
+    description: str
+    reason: str
+
+
+@dataclass
+class FixResult:
+    path: str
+    source: str  # as given
+    new_source: str
+    applied: list[AppliedFix]
+    dropped: list[DroppedFix]
+    result: FileResult  # the lint of `new_source`: what remains
+    converged: bool = True  # False when MAX_ROUNDS ended the loop with fixes still applicable
+
+    @property
+    def changed(self) -> bool:
+        return self.new_source != self.source
+
+    @property
+    def remaining(self) -> list[Diagnostic]:
+        return self.result.diagnostics
+
+    def hidden_unsafe(self) -> int:
+        """Remaining findings with an unsafe fix that `--unsafe-fixes` would apply."""
+        return sum(1 for d in self.result.diagnostics if d.fix is not None and not d.fix.safe)
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace source[start:end] by `text`; positions 1-based (line, column), end exclusive.
+    Columns count characters (code points)."""
+
+    start_line: int
+    start_column: int
+    end_line: int
+    end_column: int
+    text: str
+    start: int  # offsets into the source
+    end: int
+
+
+def applicable(d: Diagnostic, unsafe: bool) -> bool:
+    return d.fix is not None and (d.fix.safe or unsafe)
+
+
+def fix_source(
+    source: str,
+    path: str,
+    rules: Iterable[type[Rule]] = ALL_RULES,
+    unsafe: bool = False,
+    max_rounds: int = MAX_ROUNDS,
+) -> FixResult:
+    """Apply every applicable fix (safe ones; unsafe ones too with `unsafe`), to a fixpoint.
+
+    Each round lints the current source, takes the fixes whose edits do not overlap (later ones
+    wait for the next round, when they are recomputed on the new tree), drops any fix whose
+    result does not parse or compile, and applies the rest together. The returned
+    `new_source` is such that running again changes nothing (unless `converged` is False)."""
+    from cglint import engine
+
+    rules = list(rules)
+    current = source
+    applied: list[AppliedFix] = []
+    dropped: dict[tuple[str, int, str], DroppedFix] = {}
+    result = engine.lint_source(current, path, rules)
+    converged = True
+    for round_number in range(max_rounds + 1):
+        candidates = [d for d in result.diagnostics if applicable(d, unsafe)]
+        if not candidates or result.module is None:
+            break
+        if round_number == max_rounds:
+            converged = False
+            break
+        chosen, new_source = _one_round(result.module, candidates, path, dropped)
+        if not chosen or new_source == current:
+            break
+        applied += [AppliedFix(d.code, d.line, d.fix.description, d.fix.safe) for d in chosen]  # type: ignore[union-attr]
+        current = new_source
+        result = engine.lint_source(current, path, rules)
+    return FixResult(path, source, current, applied, list(dropped.values()), result, converged)
+
+
+def _one_round(
+    module: cst.Module, candidates: list[Diagnostic], path: str, dropped: dict[tuple[str, int, str], DroppedFix]
+) -> tuple[list[Diagnostic], str]:
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    taken: list[CodeRange] = []
+    chosen: list[Diagnostic] = []
+    outcomes: dict[str, Diagnostic] = {}  # result of one fix alone -> the finding it fixed
+    for d in sorted(candidates, key=lambda d: (d.line, d.column, d.code)):
+        fix = d.fix
+        assert fix is not None
+        spans = [positions.get(old) for old, _ in fix.edits]
+        if not spans or any(s is None for s in spans):
+            continue
+        alone = _apply(module, [fix])
+        if alone in outcomes:
+            # Two findings, one identical fix (e.g. CG002 and CG006 on the same return): applied
+            # once, and both count as fixed, as in ruff.
+            chosen.append(d)
+            continue
+        if any(_overlap(a, b) for a in spans for b in taken):  # type: ignore[arg-type]
+            continue  # recomputed next round, on the tree this round produces
+        problem = check_source(alone, path)
+        if problem is not None:
+            dropped.setdefault((d.code, d.line, fix.description), DroppedFix(d.code, d.line, fix.description, problem))
+            continue
+        outcomes[alone] = d
+        chosen.append(d)
+        taken += spans  # type: ignore[arg-type]
+    if not chosen:
+        return [], module.code
+    distinct = list(outcomes.values())
+    combined = _apply(module, [d.fix for d in distinct])  # type: ignore[misc]
+    if check_source(combined, path) is not None:  # fixes that are fine alone but not together: one per round
+        first = _apply(module, [distinct[0].fix])  # type: ignore[list-item]
+        return [d for d in chosen if d is distinct[0] or _apply(module, [d.fix]) == first], first  # type: ignore[list-item]
+    return chosen, combined
+
+
+def _overlap(a: CodeRange, b: CodeRange) -> bool:
+    start_a, end_a = (a.start.line, a.start.column), (a.end.line, a.end.column)
+    start_b, end_b = (b.start.line, b.start.column), (b.end.line, b.end.column)
+    return start_a < end_b and start_b < end_a
+
+
+def _apply(module: cst.Module, fixes: list[Fix]) -> str:
+    edits = [edit for fix in fixes for edit in fix.edits]
+    return Fix(edits, True, "").apply(module).code
+
+
+def check_source(code: str, path: str = "<fixed>") -> str | None:
+    """None when `code` parses (libcst) and compiles (CPython: also catches duplicate
+    parameters and the like); else why not, in one line."""
+    try:
+        cst.parse_module(code)
+    except cst.ParserSyntaxError as exc:
+        return f"the fixed code would not parse: {exc.message} (line {exc.raw_line})"
+    except Exception as exc:  # noqa: BLE001 - any failure means "do not apply"
+        return f"the fixed code would not parse: {type(exc).__name__}"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the user's own SyntaxWarnings are not ours to print
+            compile(code, path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return f"the fixed code would not compile: {exc.msg} (line {exc.lineno})"
+    except Exception as exc:  # noqa: BLE001
+        return f"the fixed code would not compile: {type(exc).__name__}: {exc}"
+    return None
+
+
+# ---- a fix as text edits (SARIF, editors) --------------------------------------------------
+
+
+def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
+    """The fix as non-overlapping replacements of `source` (which `module` was parsed from),
+    one per edit, in source order. Each is the smallest span where the text changes."""
+    out = []
+    for edit in fix.edits:
+        new = Fix([edit], fix.safe, fix.description).apply(module).code
+        if new == source:
+            continue
+        start = 0
+        limit = min(len(source), len(new))
+        while start < limit and source[start] == new[start]:
+            start += 1
+        end_old, end_new = len(source), len(new)
+        while end_old > start and end_new > start and source[end_old - 1] == new[end_new - 1]:
+            end_old -= 1
+            end_new -= 1
+        sl, sc = _line_col(source, start)
+        el, ec = _line_col(source, end_old)
+        out.append(TextEdit(sl, sc, el, ec, new[start:end_new], start, end_old))
+    return sorted(out, key=lambda e: e.start)
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+# ---- files ---------------------------------------------------------------------------------
+
+
+def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = False, write: bool = True) -> FixResult:
+    """Fix a file in place (atomically), keeping its BOM, line endings and mode. With
+    `write=False` nothing is written (for --diff). Raises OSError / files.UndecodableError."""
+    from cglint import engine, files
+
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    bom = raw.startswith(b"\xef\xbb\xbf")
+    try:
+        source = files.read_source(path)
+    except files.UndecodableError:
+        result = engine.lint_file(path, list(rules))
+        return FixResult(path, result.source, result.source, [], [], result)
+    fixed = fix_source(source, path, rules, unsafe)
+    if write and fixed.changed:
+        write_atomic(path, (b"\xef\xbb\xbf" if bom else b"") + fixed.new_source.encode("utf-8"))
+    return fixed
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a torn
+    one: a temporary file in the same directory, flushed, given the old file's mode, then
+    `os.replace`d over it. A symlink is followed (its target is replaced)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target) or "."
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".cglint-tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+__all__ = ["AppliedFix", "DroppedFix", "FixResult", "TextEdit", "applicable", "fix_file", "fix_source",
+           "text_edits", "write_atomic", "MAX_ROUNDS"]

@@ -1,0 +1,156 @@
+"""The second, cheaper-than-libcst look at a file that passed the text prefilter.
+
+libcst keeps every byte of the source, which makes it right for fixes and slow to parse
+(~8x Python's own C parser). Most files that mention `custom_gradient` hold no TensorFlow
+custom-gradient site at all (docstrings, `custom_gradient.copy_handle_data`, Keras 3's or JAX's
+custom_gradient), and those that do usually hold it in a few statements of a long module. So
+before libcst:
+
+1. `ast` tells whether the module can matter to any rule: a use of TensorFlow's
+   custom_gradient (decorator or call), or, for CG013, a TensorFlow module with a function that
+   returns `(value, nested_def)`;
+2. the module is *reduced* to the top-level statements that can matter: imports, simple
+   module-level assignments (variables live there), and the statements that mention the sites,
+   the functions passed to `tf.custom_gradient`, or the names callers reach them by. Every
+   other line becomes blank, so line and column numbers are those of the original file.
+
+The reduced text is for analysis only; fixes always work on the full source.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import dataclass, field
+
+from cglint.model import TF_CUSTOM_GRADIENT, normalize
+
+
+@dataclass
+class Scan:
+    relevant: bool  # can any rule fire on this module?
+    reduced: str  # the source with irrelevant top-level statements blanked
+    needles: set[str] = field(default_factory=set)
+
+
+def scan(source: str) -> Scan | None:
+    """None when Python's parser rejects the source (libcst then reports CG000 precisely)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes etc. are not ours to print
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    statements = list(_statements(tree.body))
+    imports = _imports(statements)
+    imports_tf = any(q == "tensorflow" or q.startswith("tensorflow.") for q in imports.values())
+    # Only statements on lines that mention custom_gradient can call it; walking just their
+    # expressions keeps this scan a small fraction of a full tree walk.
+    mention = {i for i, line in enumerate(source.splitlines(), 1) if "custom_gradient" in line}
+    needles: set[str] = set()
+    sites = 0
+    for stmt in statements:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(_qualname(d, imports) in TF_CUSTOM_GRADIENT for d in stmt.decorator_list):
+                sites += 1
+                needles.add(stmt.name)
+            elif imports_tf and _returns_value_and_nested_def(stmt):
+                needles.add(stmt.name)  # a CG013 candidate: every use of it matters
+            continue
+        if not isinstance(stmt, ast.stmt) or isinstance(stmt, _COMPOUND) or not any(i in mention for i in range(stmt.lineno, (stmt.end_lineno or 0) + 1)):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and _qualname(node.func, imports) in TF_CUSTOM_GRADIENT:
+                sites += 1
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    if isinstance(arg, ast.Name):
+                        needles.add(arg.id)
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+            if _qualname(stmt.value.func, imports) in TF_CUSTOM_GRADIENT:
+                needles.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    if not sites and not needles:
+        return Scan(False, source)
+    return Scan(True, _reduce(source, tree, needles), needles)
+
+
+def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
+    lines = source.splitlines(keepends=True)
+    keep = [False] * (len(lines) + 1)
+    words = re.compile(r"\b(?:custom_gradient|%s)\b" % "|".join(map(re.escape, sorted(needles)))) if needles else None
+    for stmt in tree.body:
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        last = stmt.end_lineno or stmt.lineno
+        wanted = isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign))
+        if not wanted and words is not None:
+            wanted = words.search("".join(lines[first - 1 : last])) is not None
+        elif not wanted:
+            wanted = "custom_gradient" in "".join(lines[first - 1 : last])
+        if wanted:
+            for i in range(first, last + 1):
+                keep[i] = True
+    # A blanked line keeps its line ending so every kept line stays where it was.
+    return "".join(line if keep[i + 1] else _ending(line) for i, line in enumerate(lines))
+
+
+def _ending(line: str) -> str:
+    return line[len(line.rstrip("\r\n")) :]
+
+
+def _returns_value_and_nested_def(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Over-approximates the model's `unwrapped_candidates`: a nested def anywhere in `fn` and a
+    return of a 2-tuple naming one, or of a bare name (which may hold such a tuple)."""
+    inner = list(_statements(fn.body))
+    nested = {n.name for n in inner if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if not nested:
+        return False
+    for node in inner:
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
+            return True
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2:
+            second = node.value.elts[1]
+            if isinstance(second, ast.Name) and second.id in nested:
+                return True
+    return False
+
+
+_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.ClassDef) + (
+    (ast.TryStar,) if hasattr(ast, "TryStar") else ()) + ((ast.Match,) if hasattr(ast, "Match") else ())
+
+
+def _statements(body: list[ast.stmt]):
+    """Every statement, nested ones included, without descending into expressions."""
+    for stmt in body:
+        yield stmt
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(stmt, name, None)
+            if inner:
+                yield from _statements(inner)
+
+
+def _imports(statements: list[ast.stmt]) -> dict[str, str]:
+    """Local name -> dotted name, as the model resolves them (see model._Collector)."""
+    out: dict[str, str] = {}
+    for node in statements:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    out[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    out[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                out[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return out
+
+
+def _qualname(expr: ast.expr, imports: dict[str, str]) -> str | None:
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name) or expr.id not in imports:
+        return None
+    parts.append(imports[expr.id])
+    return normalize(".".join(reversed(parts)))

@@ -1,0 +1,124 @@
+"""`--output-format sarif`: SARIF 2.1.0, as GitHub code scanning and other viewers read it.
+
+One run; `tool.driver.rules` lists every rule (id, name, descriptions, help, helpUri, default
+level) and each result points at its rule by `ruleId` and `ruleIndex`. Locations are URIs
+relative to `%SRCROOT%` (the repository root, declared in `originalUriBaseIds`); files outside
+it get absolute `file:` URIs. Columns count code points (`columnKind`). A fixable finding
+carries its fix as `artifactChanges` with one replacement per edit.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from cglint import DOCS_URL, __version__
+from cglint.diagnostics import Diagnostic, FileResult
+
+SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def rule_help_uri(code: str, name: str) -> str:
+    return f"{DOCS_URL}#{code.lower()}-{name}"
+
+
+def _rules() -> list[dict[str, Any]]:
+    from cglint.rules import ALL_RULES
+
+    out = []
+    for rule in ALL_RULES:
+        doc = inspect.cleandoc(rule.__doc__ or "")
+        full = " ".join(line for line in doc.splitlines() if line.strip() and not line.startswith("#"))
+        out.append({
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary.replace("`", "")},
+            "fullDescription": {"text": full.replace("`", "") or rule.summary},
+            "help": {"text": rule.documentation(), "markdown": rule.documentation()},
+            "helpUri": rule_help_uri(rule.code, rule.name),
+            "defaultConfiguration": {"level": _LEVEL.get(rule.severity, "warning")},
+            "properties": {"tags": ["tensorflow", "custom-gradient"]},
+        })
+    return out
+
+
+def _location(path: str, root: Path) -> dict[str, Any]:
+    absolute = Path(os.path.abspath(path))
+    try:
+        rel = absolute.relative_to(root)
+    except ValueError:
+        return {"uri": absolute.as_uri()}
+    return {"uri": quote(rel.as_posix()), "uriBaseId": "%SRCROOT%"}
+
+
+def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:
+    return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": max(end_column, column)}
+
+
+def _fixes(result: FileResult, d: Diagnostic, artifact: dict[str, Any]) -> list[dict[str, Any]]:
+    if d.fix is None or result.module is None:
+        return []
+    from cglint.fix import text_edits
+
+    edits = text_edits(result.source, result.module, d.fix)
+    if not edits:
+        return []
+    replacements = [
+        {"deletedRegion": _region(e.start_line, e.start_column, e.end_line, e.end_column),
+         "insertedContent": {"text": e.text}}
+        for e in edits
+    ]
+    safety = "" if d.fix.safe else " (unsafe: review it)"
+    return [{"description": {"text": d.fix.description.replace("`", "") + safety},
+             "artifactChanges": [{"artifactLocation": artifact, "replacements": replacements}]}]
+
+
+def render(results: list[FileResult], context=None) -> str:
+    from cglint.report import Context
+
+    context = context or Context()
+    root = Path(os.path.abspath(context.root))
+    rules = _rules()
+    index = {r["id"]: i for i, r in enumerate(rules)}
+    out_results = []
+    for result in results:
+        for d in result.diagnostics:
+            artifact = _location(d.path, root)
+            entry: dict[str, Any] = {
+                "ruleId": d.code,
+                "ruleIndex": index.get(d.code, -1),
+                "level": _LEVEL.get(d.severity, "warning"),
+                "message": {"text": d.message},
+                "locations": [{"physicalLocation": {
+                    "artifactLocation": artifact,
+                    "region": _region(d.line, d.column, d.end_line, d.end_column),
+                }}],
+            }
+            if entry["ruleIndex"] < 0:
+                del entry["ruleIndex"]
+            fixes = _fixes(result, d, artifact)
+            if fixes:
+                entry["fixes"] = fixes
+            out_results.append(entry)
+    sarif = {
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "cglint",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": DOCS_URL,
+                "rules": rules,
+            }},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": root.as_uri().rstrip("/") + "/"}},
+            "columnKind": "unicodeCodePoints",
+            "results": out_results,
+        }],
+    }
+    return json.dumps(sarif, indent=2) + "\n"

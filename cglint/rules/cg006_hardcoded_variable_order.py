@@ -1,0 +1,198 @@
+"""CG006 hardcoded-variable-order."""
+
+from typing import Iterator
+
+import libcst as cst
+
+from cglint.diagnostics import Finding
+from cglint.model import GradientSite
+from cglint.rules._fixes import keyed_variable_gradients
+from cglint.rules.base import Rule
+
+
+class HardcodedVariableOrder(Rule):
+    """
+    ## What it does
+    Flags a grad fn that returns two or more variable gradients as a literal list or tuple,
+    `return dx, [dw, db]` (or a name bound to one), without ever reading `variables`. A
+    single variable gradient, or a list of `None`s, is not flagged: there is no order to get
+    wrong.
+
+    ## Why is this bad?
+    TensorFlow passes the variables the forward read as the keyword `variables` and pairs the
+    returned list with it entry by entry. In eager mode it builds that list from a *set* of
+    variable references, so its order depends on hashing and changes from process to process.
+    A hard-coded `[dw, db]` is then silently applied to the wrong variables in some runs:
+    with six variables, TensorFlow 2.21 gave `[1, 4, 5, 3, 2, 6]` for the true gradients
+    `[1, 2, 3, 4, 5, 6]`, wrong in 4 of 4 fresh processes, with no error. Build the list from
+    `variables` instead: key the gradients on the variable (`v.ref()`, `id(v)`, `v.name`) and
+    look each entry up, or iterate/zip over `variables`.
+    """
+
+    fix_safety = """
+    When the forward's trainable variables are known (module-level or closure `tf.Variable`s,
+    Keras weights on `self`), the fix rewrites the return as `return dx, [{w.ref(): dw,
+    b.ref(): db}[v.ref()] for v in variables]` (hoisting the table into a
+    `grads_by_variable = {...}` statement when the gradients are expressions), so each
+    gradient follows its variable whatever order TensorFlow uses. Which gradient belongs to
+    which variable is taken from the gradients' names when every one names a variable
+    (`dw`/`d_kernel`/`kernel_grad` -> `kernel`), otherwise from the order in which the forward
+    first reads the variables; when the count differs or names point two ways there is no
+    fix. The mapping is an assumption about your intent, so the fix is unsafe: check it.
+    """
+
+    code = "CG006"
+    name = "hardcoded-variable-order"
+    summary = "Two or more variable gradients returned in a fixed order without consulting `variables`"
+
+    INVALID = [
+        '''
+import tensorflow as tf
+
+w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+b = tf.Variable([0.5, -0.5])
+
+@tf.custom_gradient
+def dense(x):
+    def grad(dy, variables=None):
+        return dy @ tf.transpose(w), [tf.transpose(x) @ dy, tf.reduce_sum(dy, 0)]
+
+    return x @ w + b, grad
+''',
+        '''
+import tensorflow as tf
+
+class Affine(tf.keras.layers.Layer):
+    def build(self, shape):
+        self.scale = self.add_weight(shape=())
+        self.shift = self.add_weight(shape=())
+
+    @tf.custom_gradient
+    def call(self, x):
+        def grad(dy, **kwargs):
+            var_grads = [tf.reduce_sum(dy * x), tf.reduce_sum(dy)]
+            return dy * self.scale, var_grads
+
+        return x * self.scale + self.shift, grad
+''',
+        '''
+import tensorflow as tf
+
+def make(w, b):
+    @tf.custom_gradient
+    def op(x):
+        def grad(dy, variables):
+            dw = tf.reduce_sum(dy * x)
+            db = tf.reduce_sum(dy)
+            return dy * w, (dw, db)
+
+        return x * w + b, grad
+
+    return op
+''',
+    ]
+    VALID = [
+        '''
+import tensorflow as tf
+
+w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+b = tf.Variable([0.5, -0.5])
+
+@tf.custom_gradient
+def dense(x):
+    def grad(dy, variables=None):
+        by_var = {w.ref(): tf.transpose(x) @ dy, b.ref(): tf.reduce_sum(dy, 0)}
+        return dy @ tf.transpose(w), [by_var[v.ref()] for v in variables]
+
+    return x @ w + b, grad
+''',
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w, [tf.reduce_sum(dy * x)]
+
+    return x * w, grad
+''',
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        grads = {id(w): tf.reduce_sum(dy * x), id(b): tf.reduce_sum(dy)}
+        return dy * w, [grads[id(v)] for v in variables]
+
+    return x * w + b, grad
+''',
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        by_name = {w.name: tf.reduce_sum(dy * x), b.name: tf.reduce_sum(dy)}
+        return dy * w, [by_name[v.name] for v in variables]
+
+    return x * w + b, grad
+''',
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def frozen_affine(x):
+    def grad(dy, variables=None):
+        return dy * w, [None, None]
+
+    return x * w + b, grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def mul(x, y):
+    def grad(dz):
+        return [dz * y, dz * x]
+
+    return x * y, grad
+''',
+    ]
+
+    def check_site(self, site: GradientSite) -> Iterator[Finding]:
+        for grad in site.grad_fns:
+            # Only where the variables contract applies: known variables or a grad fn that
+            # takes them. Without it, `(dx, [a, b])` is two input gradients.
+            if grad.variables_param is None or grad.reads(grad.variables_param):
+                continue
+            for ret in grad.returns:
+                if ret.elements is None or len(ret.elements) != 2:
+                    continue
+                var_grads = site.model.literal_elements(ret.elements[1], grad.scope)
+                if var_grads is None or len(var_grads) < 2 or all(_is_none(g) for g in var_grads):
+                    continue  # one entry, or all `None`: no order to get wrong
+                yield Finding(
+                    ret.node,
+                    f"`{grad.name}` returns {len(var_grads)} variable gradients in a fixed order but never "
+                    f"reads `{grad.variables_param}`: TensorFlow pairs them with `variables`, whose order "
+                    "changes from process to process, so gradients get silently swapped; build the list "
+                    "from `variables` (e.g. `[grads[v.ref()] for v in variables]`)",
+                    fix=keyed_variable_gradients(site, grad, ret, site.model.module.code_for_node(ret.elements[0]).strip(),
+                                                 var_grads),
+                )
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"

@@ -1,0 +1,136 @@
+"""CG008 upstream-count."""
+
+from typing import Iterator
+
+from cglint.diagnostics import Finding
+from cglint.model import GradientSite
+from cglint.rules.base import Rule
+
+
+class UpstreamCount(Rule):
+    """
+    ## What it does
+    Flags a grad fn whose positional parameters (upstream gradients) do not match the number
+    of outputs the forward returns, counted after flattening. Only literal outputs are
+    counted (a tensor op, arithmetic, a parameter is one output; a literal tuple, list or
+    dict is its flattened entries); an output of unknown structure, or a grad fn taking
+    `*args`, is never flagged. A `variables=None` parameter is not an upstream gradient.
+
+    ## Why is this bad?
+    TensorFlow flattens the forward's output `y` and calls the grad fn with one upstream
+    gradient per flattened output, positionally: `grad_fn(*flat_upstreams)`. A grad fn
+    that takes one parameter for a forward returning `(a, b)` raises `TypeError: <lambda>()
+    takes 1 positional argument but 2 were given` at the first backward pass; one that
+    takes more raises "missing required positional argument". Take one parameter per
+    output, or `*upstreams`.
+    """
+
+    code = "CG008"
+    name = "upstream-count"
+    summary = "The grad fn's positional parameters differ from the number of outputs"
+
+    INVALID = [
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def double_and_triple(x):
+    def grad(dy):
+        return 2 * dy + 3 * dy
+
+    return (2 * x, 3 * x), grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def scale(x):
+    return 2.0 * x, lambda dy, dz: 2.0 * dy
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def stats(x):
+    out = {"sum": tf.reduce_sum(x), "max": tf.reduce_max(x), "min": tf.reduce_min(x)}
+
+    def grad(d_sum, d_max):
+        return d_sum * tf.ones_like(x)
+
+    return out, grad
+''',
+    ]
+    VALID = [
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def double_and_triple(x):
+    def grad(d_double, d_triple):
+        return 2 * d_double + 3 * d_triple
+
+    return (2 * x, 3 * x), grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def pieces(x):
+    def grad(*upstreams):
+        return tf.add_n(upstreams)
+
+    return tf.split(x, 3), grad
+''',
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w, [tf.reduce_sum(dy * x) for v in variables]
+
+    return x * w, grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def identity_all(*xs):
+    def grad(d0, d1):
+        return d0, d1
+
+    return xs, grad
+''',
+        '''
+import tensorflow as tf
+
+def forward(x):
+    return x, 2 * x
+
+@tf.custom_gradient
+def op(x):
+    def grad(dy):
+        return dy
+    return forward(x), grad
+''',
+    ]
+
+    def check_site(self, site: GradientSite) -> Iterator[Finding]:
+        outputs = site.output_count
+        if outputs is None:
+            return
+        for grad in site.grad_fns:
+            if grad.has_varargs:
+                continue
+            lo, hi = grad.required_upstream, len(grad.upstream_params)
+            if lo <= outputs <= hi:
+                continue
+            takes = f"{hi}" if lo == hi else f"{lo} to {hi}"
+            yield Finding(
+                grad.anchor,
+                f"`{grad.name}` takes {takes} upstream gradient{'s' if hi != 1 else ''} but `{site.name}` returns "
+                f"{outputs} output{'s' if outputs != 1 else ''}: TensorFlow calls it with one upstream gradient "
+                "per flattened output and raises TypeError; take one parameter per output (or `*upstreams`)",
+            )

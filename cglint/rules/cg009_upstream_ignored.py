@@ -1,0 +1,134 @@
+"""CG009 upstream-ignored."""
+
+from typing import Iterator
+
+import libcst as cst
+
+from cglint.diagnostics import Finding
+from cglint.model import GradientSite, is_no_gradient
+from cglint.rules.base import Rule
+
+
+class UpstreamIgnored(Rule):
+    """
+    ## What it does
+    Flags a grad fn that never reads its upstream gradient(s). A grad fn that returns only
+    `None` or zeros (`tf.zeros_like(x)`) is an intentional gradient stop and is not flagged;
+    neither is a grad fn that raises instead of returning. Gradients that differ from the
+    true derivative on purpose still use the upstream and are fine: straight-through
+    (`return dy`), clipping (`tf.clip_by_norm(dy, 1.0)`), reversal (`-dy`), scaling.
+
+    ## Why is this bad?
+    The grad fn computes a vector-Jacobian product: the upstream gradient `dy` is
+    d(loss)/d(output), and the chain rule multiplies it into every input gradient. A grad
+    fn that returns the local derivative alone (`lambda dy: 2 * x` for `x * x`) drops
+    everything downstream of the op: TensorFlow raises nothing and trains on the wrong
+    gradient. In TensorFlow 2.21, `5 * f(x)` with such a grad fn gave d/dx = 4.0 where the
+    true value is 20.0. Multiply the local derivative by the upstream: `dy * 2 * x`.
+    """
+
+    code = "CG009"
+    name = "upstream-ignored"
+    summary = "The grad fn never uses its upstream gradient, breaking the chain rule"
+
+    INVALID = [
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def square(x):
+    return x * x, lambda dy: 2 * x
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def safe_log(x):
+    def grad(upstream):
+        return 1.0 / tf.maximum(x, 1e-6)
+
+    return tf.math.log(x), grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def sign_ste(x):
+    def grad(unused_dy):
+        return tf.ones_like(x)
+
+    return tf.sign(x), grad
+''',
+    ]
+    VALID = [
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def square(x):
+    return x * x, lambda dy: dy * 2 * x
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def sign_ste(x):
+    def grad(dy):
+        return dy
+
+    return tf.sign(x), grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def reverse_gradient(x):
+    return tf.identity(x), lambda dy: -dy
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def clip_gradient(x):
+    return tf.identity(x), lambda dy: tf.clip_by_norm(dy, 1.0)
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def stop(x, y):
+    def grad(dz):
+        return tf.zeros_like(x), None
+
+    return x + y, grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def not_differentiable(x):
+    def grad(dy):
+        raise NotImplementedError("no gradient for this op")
+
+    return tf.round(x), grad
+''',
+    ]
+
+    def check_site(self, site: GradientSite) -> Iterator[Finding]:
+        for grad in site.grad_fns:
+            upstream = list(grad.upstream_params)
+            star = grad.node.params.star_arg
+            if isinstance(star, cst.Param):
+                upstream.append(star.name.value)
+            if not upstream or any(grad.reads(name) for name in upstream):
+                continue
+            values = [r.value for r in grad.returns if r.value is not None]
+            if not values or all(is_no_gradient(site.model, v, grad.scope) for v in values):
+                continue  # raises, or an intentional stop
+            names = ", ".join(f"`{n}`" for n in upstream)
+            yield Finding(
+                grad.anchor,
+                f"`{grad.name}` never uses its upstream gradient {names}: the chain rule needs "
+                "`upstream * local_derivative`, and TensorFlow silently trains on the local derivative "
+                "alone; multiply by the upstream (or return `None`/zeros to stop the gradient on purpose)",
+            )

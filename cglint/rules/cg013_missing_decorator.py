@@ -1,0 +1,213 @@
+"""CG013 missing-decorator."""
+
+from typing import Iterator
+
+import libcst as cst
+
+from cglint.diagnostics import Finding
+from cglint.model import ModuleModel, UnwrappedCandidate
+from cglint.rules.base import Rule
+
+
+class MissingDecorator(Rule):
+    """
+    ## What it does
+    Flags a function that returns `(y, grad_fn)`, with `grad_fn` a function defined inside
+    it, when nothing in the module wraps it with `tf.custom_gradient` and the module calls
+    it directly, using the result as a value. The rule is deliberately conservative: a
+    function that is decorated with anything, passed or referenced anywhere other than as a
+    plain call (e.g. `tf.custom_gradient(fn)` here or in another module, TFP's
+    `custom_gradient(vjp_fwd=...)`, Keras 3's `ops.custom_gradient`), never called in the
+    module, or whose result is unpacked, indexed or returned whole (a manual VJP, or a
+    helper of a decorated forward) is not flagged. Only modules that import TensorFlow are
+    checked.
+
+    ## Why is this bad?
+    Without `@tf.custom_gradient` the function is plain Python: it returns a `(value,
+    function)` tuple and the grad fn is never called. Used as a value, the tuple fails
+    (TensorFlow 2.21: `tf.reduce_sum(f(x))` raises "Attempt to convert a value (<function
+    ...grad>) with an unsupported type"); where the value is picked out later, TensorFlow
+    differentiates the forward's own ops, i.e. the unstable or undefined gradient the custom
+    one was written to replace. Checking only files that mention `custom_gradient` keeps
+    whole-repository runs fast: a wider text test (`def grad` in a TensorFlow module) would
+    parse 17 more files of TensorFlow's own tree, costing more than the whole run today.
+    """
+
+    code = "CG013"
+    name = "missing-decorator"
+    summary = "A function returns `(y, grad_fn)` but is never wrapped by `tf.custom_gradient`"
+
+    INVALID = [
+        '''
+import tensorflow as tf
+
+def log1pexp(x):
+    e = tf.exp(x)
+
+    def grad(dy):
+        return dy * (1 - 1 / (1 + e))
+
+    return tf.math.log(1 + e), grad
+
+def loss(x):
+    return tf.reduce_sum(log1pexp(x))
+''',
+        '''
+import tensorflow as tf
+
+class Binarize(tf.keras.layers.Layer):
+    def _ste_sign(self, x):
+        def grad(dy):
+            return dy * tf.cast(tf.abs(x) <= 1.0, dy.dtype)
+
+        return tf.sign(x), grad
+
+    def call(self, inputs):
+        return self._ste_sign(inputs) * 2.0
+''',
+        '''
+import tensorflow as tf
+
+def train_step(x):
+    def clipped(v):
+        def grad(dy):
+            return tf.clip_by_norm(dy, 1.0)
+
+        return tf.identity(v), grad
+
+    y = clipped(x)
+    return tf.reduce_mean(y)
+''',
+    ]
+    VALID = [
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def log1pexp(x):
+    e = tf.exp(x)
+
+    def grad(dy):
+        return dy * (1 - 1 / (1 + e))
+
+    return tf.math.log(1 + e), grad
+
+def loss(x):
+    return tf.reduce_sum(log1pexp(x))
+''',
+        '''
+import tensorflow as tf
+
+def _log1pexp_fwd(x):
+    e = tf.exp(x)
+
+    def grad(dy):
+        return dy * (1 - 1 / (1 + e))
+
+    return tf.math.log(1 + e), grad
+
+log1pexp = tf.custom_gradient(_log1pexp_fwd)
+''',
+        '''
+import tensorflow as tf
+
+def _clip_fwd(x):
+    def grad(dy):
+        return tf.clip_by_norm(dy, 1.0)
+
+    return tf.identity(x), grad
+
+@tf.custom_gradient
+def clip(x):
+    return _clip_fwd(x)
+''',
+        '''
+import tensorflow as tf
+
+def scale_fwd(x, factor):
+    def grad(dy):
+        return dy * factor, None
+
+    return x * factor, grad
+
+def manual_vjp(x):
+    y, vjp = scale_fwd(x, 2.0)
+    return y, vjp(tf.ones_like(y))
+''',
+        '''
+import tensorflow as tf
+from tensorflow_probability.python.math import custom_gradient as tfp_custom_gradient
+
+def _softplus_fwd(x):
+    return tf.nn.softplus(x), x
+
+def _softplus_bwd(x, dy):
+    return dy * tf.sigmoid(x)
+
+@tfp_custom_gradient.custom_gradient(vjp_fwd=_softplus_fwd, vjp_bwd=_softplus_bwd)
+def softplus(x):
+    return tf.nn.softplus(x)
+''',
+        '''
+from keras import ops
+
+def _ste(x):
+    def grad(*args, upstream=None):
+        return upstream
+
+    return ops.sign(x), grad
+
+ste = ops.custom_gradient(_ste)
+''',
+    ]
+
+    def check(self, model: ModuleModel) -> Iterator[Finding]:
+        if not model.imports_tensorflow:
+            return
+        call_funcs = {id(call.func): call for call, _ in model.all_calls}
+        for cand in model.unwrapped_candidates():
+            if cand.node.decorators or not _takes_upstream(cand.grad_fn):
+                continue
+            calls = self._direct_uses(model, cand, call_funcs)
+            if not calls or any(id(c) in model.forwarded_calls for c in calls):
+                continue
+            yield Finding(
+                cand.node.name,
+                f"`{cand.node.name.value}` returns `(value, {cand.grad_fn.name.value})` like a custom-gradient "
+                "forward but is not wrapped by `tf.custom_gradient`: it returns a tuple and its grad fn is never "
+                "used; decorate it with `@tf.custom_gradient`",
+            )
+
+    @staticmethod
+    def _direct_uses(model: ModuleModel, cand: UnwrappedCandidate, call_funcs: dict) -> list[cst.Call] | None:
+        """The calls that use the function, or None if it is referenced any other way (passed,
+        assigned, wrapped): then it may well be wrapped, here or elsewhere."""
+        name = cand.node.name.value
+        owner = cand.scope.parent
+        calls: list[cst.Call] = []
+        if owner is not None and isinstance(owner.node, cst.ClassDef):
+            refs = [a for scope in owner.walk() for a in scope.attribute_reads if a.attr.value == name]
+            if any(name in scope.bindings for scope in owner.walk() if scope is not owner) or any(
+                n.value == name for scope in owner.walk() for n in scope.reads
+            ):
+                return None  # also used by bare name somewhere: do not guess
+        else:
+            refs = []
+            for scope in model.root.walk():
+                for n in scope.reads:
+                    if n.value != name:
+                        continue
+                    found = scope.lookup(name)
+                    if found is not None and any(v is cand.node for v in found[1]):
+                        refs.append(n)
+        for ref in refs:
+            call = call_funcs.get(id(ref))
+            if call is None:
+                return None
+            calls.append(call)
+        return calls
+
+
+def _takes_upstream(fn: cst.FunctionDef) -> bool:
+    params = fn.params
+    return bool(params.posonly_params or params.params or isinstance(params.star_arg, cst.Param))

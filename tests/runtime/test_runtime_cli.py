@@ -1,0 +1,44 @@
+"""`cglint --runtime` end to end on the seed fixtures: real TensorFlow in real child processes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def cglint_json(*args):
+    run = subprocess.run([sys.executable, "-m", "cglint", "--output-format", "json", *args], capture_output=True,
+                         text=True, cwd=ROOT, env=ENV, timeout=600)
+    assert "Traceback" not in run.stderr, run.stderr
+    return run.returncode, json.loads(run.stdout)
+
+
+def test_seed_fixtures_get_verdicts_attached_to_their_findings():
+    rc, out = cglint_json("--runtime=all", "fixtures/seed/")
+    assert rc == 1
+    verdicts = {r["path"]: r for r in out["runtime"]}
+    original = verdicts["fixtures/seed/original.py"]
+    assert original["verdict"] in ("error", "mismatch") and original["function"] == "custom_op"
+    seed_fix = verdicts["fixtures/seed/seed_fix.py"]
+    assert seed_fix["verdict"] == "error" and "variables" in seed_fix["detail"]
+    correct = verdicts["fixtures/seed/correct.py"]
+    assert (correct["verdict"], correct["reference"]) == ("match", "autodiff")
+    # Every finding in a checked function carries its function's verdict.
+    for d in out["diagnostics"]:
+        assert d["runtime"]["verdict"] == verdicts[d["path"]]["verdict"]
+
+
+def test_flagged_mode_checks_only_flagged_functions_and_text_says_confirmed(tmp_path):
+    bad = (ROOT / "fixtures/rules/cg005_bad.py").read_text()
+    good = (ROOT / "fixtures/rules/cg005_good.py").read_text()
+    (tmp_path / "bad.py").write_text(bad)
+    (tmp_path / "good.py").write_text(good)
+    run = subprocess.run([sys.executable, "-m", "cglint", "--runtime", "."], capture_output=True, text=True,
+                         cwd=tmp_path, env=ENV, timeout=600)
+    assert run.returncode == 1
+    assert "= runtime: confirmed: d/x off by" in run.stdout
+    assert "good.py" not in run.stdout

@@ -1,0 +1,85 @@
+"""The runtime planner works from the static model alone: what to check and with which inputs."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cglint.engine import lint_source
+from cglint.runtime.plan import plan_file
+
+MODULE = '''import tensorflow as tf
+
+w = tf.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+batch = tf.constant([[0.1, 0.2, 0.3]])
+
+
+# cglint: example x=normal(4, 3) float64
+@tf.custom_gradient
+def commented(x):
+    y = tf.tan(x @ w)
+    return y, lambda dy: dy / tf.square(tf.cos(y))
+
+
+@tf.custom_gradient
+def called(x):  # cglint: intentional
+    y = tf.tan(x @ w)
+    return y, lambda dy, variables=None: (-dy, [-dy for _ in variables])
+
+
+@tf.custom_gradient
+def searched(x):
+    return x * 2.0, lambda dy: dy
+
+
+def make():
+    @tf.custom_gradient
+    def inner(x):
+        return tf.tan(x), lambda dy: dy / tf.square(tf.cos(tf.tan(x)))
+    return inner
+
+
+class Layer:
+    @tf.custom_gradient
+    def call(self, x):
+        return x, lambda dy: dy
+
+
+mul = tf.custom_gradient(lambda x: (x, lambda dy: dy))
+out = called(batch)
+'''
+
+
+def plans(everything):
+    return {p.request["function"]: p for p in plan_file(lint_source(MODULE, "m.py"), everything)}
+
+
+def test_flagged_mode_plans_only_functions_with_findings():
+    flagged = plans(False)
+    assert set(flagged) == {"commented"}
+    assert {d.code for d in flagged["commented"].diagnostics} == {"CG004", "CG005"}
+
+
+def test_inputs_come_from_example_comment_then_call_site_then_search():
+    every = plans(True)
+    assert every["commented"].request["inputs"] == "x=normal(4, 3) float64"
+    assert every["called"].request["inputs"] == "module:batch"
+    assert every["called"].request["intentional"] is True
+    assert "inputs" not in every["searched"].request
+    assert every["searched"].request["shapes"] == [[3, 2], [1, 3]]
+
+
+def test_reachability():
+    every = plans(True)
+    assert every["inner"].skip == "nested inside another function: not reachable by import"
+    assert every["Layer.call"].skip is None  # the child reports that it needs an instance
+    assert every["mul"].skip is None
+
+
+def test_planning_does_not_import_tensorflow():
+    # In a fresh interpreter: other tests in this process may have imported TensorFlow.
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_runtime_plan as t; t.plans(True); "
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
+    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert run.returncode == 0, run.stderr
