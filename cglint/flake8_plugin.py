@@ -39,8 +39,7 @@ class Plugin:
         source = "".join(self.lines)
         result = engine.lint_source(source, self.filename, self._rules(), apply_noqa=False)
         # flake8 knows line `# noqa` comments, not cglint's file-level `# cglint: noqa[: CODES]`.
-        file_level = getattr(noqa, "file_suppressions", None)
-        silenced = file_level(source)[0] if file_level is not None and result.diagnostics else None
+        silenced = noqa.file_suppressions(source)[0] if result.diagnostics else None
         for d in result.diagnostics:
             if silenced is not None and (silenced is noqa.ALL or d.code in silenced):
                 continue
@@ -48,14 +47,10 @@ class Plugin:
 
     def _rules(self) -> Any:
         """The rules `cglint` would run on this file: [tool.cglint] in the nearest
-        pyproject.toml when configuration support is present, else every rule. flake8's
-        --select/--ignore then filter as for any plugin."""
-        try:
-            from cglint import config
-        except ImportError:  # configuration support not in this build
-            from cglint.rules import select_rules
+        pyproject.toml (the CLI's configuration). flake8's --select/--ignore then filter as for
+        any plugin."""
+        from cglint import config
 
-            return select_rules()
         directory = os.path.dirname(os.path.abspath(self.filename))
         if directory not in self._settings_by_dir:
             self._settings_by_dir[directory] = config.load(directory)

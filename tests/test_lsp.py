@@ -5,7 +5,6 @@ VS Code 1.65 (push diagnostics, UTF-16 columns) and Neovim 0.11 (pull diagnostic
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import subprocess
@@ -24,8 +23,6 @@ from cglint.lsp import text as txt
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "fixtures" / "seed" / "original.py"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-HAS_FIXES = importlib.util.find_spec("cglint.fix") is not None
-HAS_CONFIG = importlib.util.find_spec("cglint.config") is not None
 
 VSCODE, NEOVIM = "visual-studio-code@1.65.2", "neovim@0.11.0"
 
@@ -65,6 +62,7 @@ class Editor:
 
     async def open(self, path: Path, text: str | None = None) -> list[lsp.Diagnostic]:
         self.uri, self.text, self.version = path.as_uri(), path.read_text() if text is None else text, 1
+        self.since = len(self.published)  # publishes before this open belong to earlier documents
         self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
             lsp.TextDocumentItem(uri=self.uri, language_id="python", version=1, text=self.text)))
         return await self.diagnostics()
@@ -83,7 +81,7 @@ class Editor:
             assert report.kind == "full"
             self.result_id = report.result_id
             return list(report.items)
-        return await wait_published(self.published, self.uri, self.version)
+        return await wait_published(self.published, self.uri, self.version, since=self.since)
 
     async def code_actions(self, diagnostic: lsp.Diagnostic, only: list[str] | None = None) -> list[lsp.CodeAction]:
         actions = await self.client.text_document_code_action_async(lsp.CodeActionParams(
@@ -116,10 +114,11 @@ class Editor:
         return text
 
 
-async def wait_published(published: list, uri: str, version: int, timeout: float = 20) -> list[lsp.Diagnostic]:
+async def wait_published(published: list, uri: str, version: int, since: int = 0,
+                         timeout: float = 20) -> list[lsp.Diagnostic]:
     async def poll():
         while True:
-            for params in reversed(published):
+            for params in reversed(published[since:]):
                 if params.uri == uri and params.version == version:
                     return list(params.diagnostics)
             await asyncio.sleep(0.01)
@@ -202,7 +201,7 @@ def spans(diags: list[lsp.Diagnostic]) -> set[tuple]:
 @pytest.mark.asyncio(loop_scope="module")
 async def test_seed_diagnostics_match_the_cli(editor):
     assert editor.encoding == (txt.UTF8 if editor.pull else txt.UTF16)
-    diags = await editor.open(SEED)
+    diags = await editor.open(editor.scratch, SEED.read_text())
     cli = cli_json(SEED)
     assert {d["code"] for d in cli} == {"CG001", "CG002", "CG004", "CG005"}
     assert spans(diags) == expected(cli, SEED.read_text(), editor.encoding)
@@ -353,16 +352,15 @@ async def test_hover_on_a_noqa_code_shows_the_rule_documentation(editor):
             lsp.TextDocumentIdentifier(editor.uri), lsp.Position(CG005_LINE, col))) is None
 
 
-@pytest.mark.xfail(not HAS_FIXES, reason="rules attach fixes in branch `ci` (cglint/fix.py); not merged yet",
-                   strict=True)
 @pytest.mark.asyncio(loop_scope="module")
 async def test_cg005_quick_fix_on_the_seed_removes_the_diagnostic(editor):
-    diags = await editor.open(SEED)
+    diags = await editor.open(editor.scratch, SEED.read_text())
     (cg005,) = [d for d in diags if d.code == "CG005"]
     fixes = [a for a in await editor.code_actions(cg005) if "noqa" not in a.title]
     assert fixes, "no quick fix offered for CG005"
     fix = await editor.resolve(fixes[0])
     assert fix.kind == lsp.CodeActionKind.QuickFix and fix.diagnostics[0].code == "CG005"
+    assert fix.title.startswith("Fix CG005: ") and not fix.is_preferred  # CG005's fix is unsafe: never preferred
     after = editor.apply(fix.edit)
     # a minimal edit: the changed lines, not the whole document
     edits = fix.edit.document_changes[0].edits if fix.edit.document_changes else fix.edit.changes[editor.uri]
@@ -371,31 +369,38 @@ async def test_cg005_quick_fix_on_the_seed_removes_the_diagnostic(editor):
     assert "CG005" not in {d.code for d in remaining}
 
 
-@pytest.mark.xfail(not HAS_FIXES, reason="rules attach fixes in branch `ci` (cglint/fix.py); not merged yet",
-                   strict=True)
 @pytest.mark.asyncio(loop_scope="module")
 async def test_fix_all_applies_every_safe_fix(editor):
-    diags = await editor.open(SEED)
+    diags = await editor.open(editor.scratch, SEED.read_text())
     actions = await editor.code_actions(diags[0], only=["source.fixAll"])
     (fix_all,) = actions
     assert fix_all.kind == "source.fixAll.cglint"
     fix_all = await editor.resolve(fix_all)
     remaining = await editor.change(editor.apply(fix_all.edit))
-    assert len(remaining) < len(diags)
+    # the safe fix (CG001: drop the nested @tf.function) is applied, the unsafe ones are not
+    assert {d.code for d in diags} - {d.code for d in remaining} == {"CG001"}
+    assert "    @tf.function\n" not in editor.text
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_safe_fix_is_the_preferred_quick_fix(editor):
+    (cg001,) = [d for d in await editor.open(editor.scratch, SEED.read_text()) if d.code == "CG001"]
+    (fix,) = [a for a in await editor.code_actions(cg001) if a.title.startswith("Fix CG001")]
+    assert fix.is_preferred
+    fix = await editor.resolve(fix)
+    assert "CG001" not in {d.code for d in await editor.change(editor.apply(fix.edit))}
 
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_fix_all_is_not_offered_without_safe_fixes(editor):
-    (d,) = await editor.open(editor.scratch, BAD.replace("tf.math.cos(y))", "tf.math.cos(y))  # keep"))
-    if any(a.is_preferred for a in await editor.code_actions(d)):
-        pytest.skip("CG005 has a safe fix in this build: covered by test_fix_all_applies_every_safe_fix")
+    (d,) = await editor.open(editor.scratch, (ROOT / "fixtures" / "rules" / "cg007_bad.py").read_text())
+    assert d.code == "CG007"  # a rule without a fix
+    assert [a.title for a in await editor.code_actions(d)] == ["Suppress CG007 on this line (# noqa: CG007)"]
     assert await editor.code_actions(d, only=["source.fixAll"]) == []
 
 
 # -- configuration ------------------------------------------------------------------------
 
-@pytest.mark.xfail(not HAS_CONFIG, reason="[tool.cglint] support (cglint/config.py) comes from branch `ci`",
-                   strict=True)
 @pytest.mark.asyncio(loop_scope="module")
 async def test_workspace_pyproject_selects_the_rules(editor, tmp_path):
     project = tmp_path / "project"
@@ -407,8 +412,6 @@ async def test_workspace_pyproject_selects_the_rules(editor, tmp_path):
     assert {d.code for d in diags} == {d["code"] for d in cli_json(module, cwd=project)} == {"CG001", "CG002", "CG004"}
 
 
-@pytest.mark.xfail(not HAS_CONFIG, reason="[tool.cglint] support (cglint/config.py) comes from branch `ci`",
-                   strict=True)
 @pytest.mark.asyncio(loop_scope="module")
 async def test_an_edited_pyproject_takes_effect(vscode, tmp_path):
     project = tmp_path / "project"

@@ -28,8 +28,9 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import to_fs_path
 
-from cglint import __version__, engine
-from cglint.diagnostics import Diagnostic, FileResult, Fix
+from cglint import __version__, config, engine
+from cglint import fix as fixing
+from cglint.diagnostics import Diagnostic, FileResult
 from cglint.lsp import text as txt
 from cglint.rules import RULES_BY_CODE, Rule, select_rules
 
@@ -96,12 +97,8 @@ def _config_key(path: str | None) -> tuple[tuple[str, int], ...]:
 
 
 def _workspace_rules(path: str | None) -> list[type[Rule]]:
-    """The rules `cglint` would run on `path`: [tool.cglint] from the nearest pyproject.toml
-    (through `cglint.config`, the same code the CLI uses), or every rule if there is none."""
-    try:
-        from cglint import config
-    except ImportError:  # configuration support not in this build
-        return select_rules()
+    """The rules `cglint` would run on `path`: [tool.cglint] from the nearest pyproject.toml,
+    read by `cglint.config` as the CLI reads it. Raises config.ConfigError for a broken file."""
     start = str(Path(path).parent) if path else os.getcwd()
     settings = config.load(start)
     return list(settings.rules_for(path or os.path.join(start, "<untitled>.py")))
@@ -109,25 +106,7 @@ def _workspace_rules(path: str | None) -> list[type[Rule]]:
 
 def _fix_all(source: str, path: str, rules: list[type[Rule]]) -> str:
     """The buffer with every safe fix applied, as `cglint --fix` would write it."""
-    try:
-        from cglint import fix as fixing
-    except ImportError:
-        fixing = None
-    if fixing is not None and hasattr(fixing, "fix_source"):
-        return fixing.fix_source(source, path, rules).new_source
-    # Until cglint.fix exists: apply the safe fixes of each pass together and lint again, to
-    # a fixed point (a fix can only be found once the one enclosing it has been applied).
-    for _ in range(10):
-        result = engine.lint_source(source, path, rules)
-        fixes = [d.fix for d in result.diagnostics if d.fix is not None and d.fix.safe]
-        if not fixes or result.module is None:
-            break
-        combined = Fix([edit for f in fixes for edit in f.edits], safe=True, description="fix all")
-        fixed = combined.apply(result.module).code
-        if fixed == source:
-            break
-        source = fixed
-    return source
+    return fixing.fix_source(source, path, rules).new_source
 
 
 # -- per-buffer state -------------------------------------------------------------------------
@@ -138,9 +117,23 @@ class Lint:
 
     text: str
     key: Any
-    result: FileResult
+    rules: list[type[Rule]]
+    result: FileResult  # from the reduced parse: positions and fixes' metadata, no full tree
     diagnostics: list[lsp.Diagnostic]  # parallel to result.diagnostics
     result_id: str
+    full: FileResult | None = None  # the same lint on the full tree, made when a fix is applied
+
+    def fixed_text(self, index: int) -> str | None:
+        """The text with diagnostic `index`'s fix applied (runs on the lint thread). Fixes
+        replace nodes of the full tree, so the full lint is made once, on first use."""
+        d = self.result.diagnostics[index]
+        if self.full is None:
+            self.full = engine.lint_source(self.text, self.result.path, self.rules)
+        same = [f for f in self.full.diagnostics if f.fix is not None and (f.code, f.line, f.column, f.end_line,
+                f.end_column, f.message) == (d.code, d.line, d.column, d.end_line, d.end_column, d.message)]
+        if not same or self.full.module is None:
+            return None
+        return same[0].fix.apply(self.full.module).code  # type: ignore[union-attr]
 
 
 @dataclass
@@ -202,14 +195,16 @@ class CglintServer(LanguageServer):
             return None
         try:
             path = buffer.path or buffer.uri
-            result = engine.lint_source(text, path, rules)
+            # `reduce`: libcst parses only the statements that can matter (same findings and
+            # positions, a fraction of the time on a large module); fixes lint the full tree.
+            result = engine.lint_source(text, path, rules, reduce=True)
             index = txt.LineIndex(text)
             diagnostics = [self.to_lsp(d, index) for d in result.diagnostics]
         except Exception:
             log.exception("lint failed for %s", buffer.uri)
             return None
         self._generation += 1
-        return Lint(text, key, result, diagnostics, f"{self._generation}")
+        return Lint(text, key, rules, result, diagnostics, f"{self._generation}")
 
     async def current_lint(self, buffer: Buffer) -> Lint | None:
         """The lint of the buffer's current text, from the cache when nothing changed."""
@@ -295,10 +290,11 @@ class CglintServer(LanguageServer):
         return lsp.WorkspaceEdit(changes={buffer.uri: edits})
 
     async def quick_fix(self, buffer: Buffer, lint: Lint, index: int) -> lsp.CodeAction | None:
-        """Diagnostic `index`'s fix as a quick fix. Its edit costs a code generation of the
-        module, so clients that resolve code actions get it only when they pick the action."""
+        """Diagnostic `index`'s fix as a quick fix. Its edit costs a full parse and a code
+        generation of the module, so clients that resolve code actions get it only when they
+        pick the action."""
         d, diag = lint.result.diagnostics[index], lint.diagnostics[index]
-        if d.fix is None or lint.result.module is None:
+        if d.fix is None:
             return None
         title = f"Fix {d.code}: {d.fix.description}" + ("" if d.fix.safe else " (unsafe: review the change)")
         action = lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[diag],
@@ -310,15 +306,13 @@ class CglintServer(LanguageServer):
         return action if action.edit is not None else None
 
     async def fix_edit(self, buffer: Buffer, lint: Lint, index: int) -> lsp.WorkspaceEdit | None:
-        d = lint.result.diagnostics[index]
-        assert d.fix is not None and lint.result.module is not None
         loop = asyncio.get_running_loop()
         try:
-            fixed = await loop.run_in_executor(self.linter, lambda: d.fix.apply(lint.result.module).code)
+            fixed = await loop.run_in_executor(self.linter, lint.fixed_text, index)
         except Exception:
-            log.exception("fix for %s failed", d.code)
+            log.exception("fix for %s failed", lint.result.diagnostics[index].code)
             return None
-        return self.text_edit(buffer, lint.text, fixed)
+        return self.text_edit(buffer, lint.text, fixed) if fixed is not None else None
 
     def suppress(self, buffer: Buffer, lint: Lint, index: int) -> lsp.CodeAction | None:
         d, diag = lint.result.diagnostics[index], lint.diagnostics[index]
