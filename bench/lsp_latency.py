@@ -9,7 +9,8 @@ received. Side by side, in the same run:
   cglint lsp, pull      didChange, then textDocument/diagnostic -> response (no debounce)
   ruff server, push     the same edits through another Python linter's language server,
                         if `ruff` is installed (it checks other things; a latency reference)
-  engine, in process    cglint.engine.lint_source on the edited text: the floor
+  engine, in process    cglint.engine.lint_source on the edited text: the floor (the server
+                        lints the reduced parse; a fix needs the full one)
   cglint CLI            `cglint FILE`, a new process per run
   flake8 --select CG    `flake8 --select CG FILE` with the cglint plugin, a new process per run
 
@@ -182,7 +183,7 @@ def process_latencies(command: list[str], runs: int) -> list[float]:
     return times
 
 
-def engine_latencies(text: str, runs: int) -> list[float]:
+def engine_latencies(text: str, runs: int, reduce: bool) -> list[float]:
     sys.path.insert(0, str(ROOT))
     from cglint import engine
 
@@ -190,7 +191,7 @@ def engine_latencies(text: str, runs: int) -> list[float]:
     for n in range(runs):
         text, _, _ = edit_at(text, n)
         start = time.perf_counter()
-        result = engine.lint_source(text, "bench.py")
+        result = engine.lint_source(text, "bench.py", reduce=reduce)
         times.append(time.perf_counter() - start)
         assert sum(d.code == "CG005" for d in result.diagnostics) == 20
     return times
@@ -235,7 +236,10 @@ def main() -> int:
                          "same edits; ruff's own rules"))
         else:
             rows.append(("ruff server, push", None, "ruff not installed"))
-        rows.append(("cglint engine, in process", engine_latencies(text, args.edits), "lint_source on the text"))
+        rows.append(("cglint engine, in process, reduced parse", engine_latencies(text, args.edits, True),
+                     "lint_source(reduce=True): the server's lint"))
+        rows.append(("cglint engine, in process, full parse", engine_latencies(text, args.edits, False),
+                     "lint_source(): what fixes need"))
         rows.append(("cglint FILE (CLI)", process_latencies([sys.executable, "-m", "cglint", str(path)], args.runs),
                      "new process per run"))
         config = workdir / "flake8.cfg"

@@ -37,7 +37,7 @@ class Plugin:
         from cglint import engine, noqa
 
         source = "".join(self.lines)
-        result = engine.lint_source(source, self.filename, self._rules(), apply_noqa=False)
+        result = engine.lint_source(source, self.filename, self._rules(), reduce=True, apply_noqa=False)
         # flake8 knows line `# noqa` comments, not cglint's file-level `# cglint: noqa[: CODES]`.
         silenced = noqa.file_suppressions(source)[0] if result.diagnostics else None
         for d in result.diagnostics:
