@@ -74,21 +74,47 @@ def scan(source: str) -> Scan | None:
     return Scan(True, _reduce(source, tree, needles), needles)
 
 
+# Text that marks a class member as worth keeping besides the needles: the model reads a Keras
+# layer's variables from `self.x = self.add_weight(...)` / `tf.Variable(...)` in any method.
+_VARIABLE_WORDS = ("Variable", "add_weight", "get_variable")
+
+
 def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
     lines = source.splitlines(keepends=True)
     keep = [False] * (len(lines) + 1)
-    words = re.compile(r"\b(?:custom_gradient|%s)\b" % "|".join(map(re.escape, sorted(needles)))) if needles else None
-    for stmt in tree.body:
+    words = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(needles | {"custom_gradient"}))))
+
+    def span(stmt: ast.stmt) -> tuple[int, int]:
         first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
-        last = stmt.end_lineno or stmt.lineno
-        wanted = isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign))
-        if not wanted and words is not None:
-            wanted = words.search("".join(lines[first - 1 : last])) is not None
-        elif not wanted:
-            wanted = "custom_gradient" in "".join(lines[first - 1 : last])
-        if wanted:
-            for i in range(first, last + 1):
-                keep[i] = True
+        return first, stmt.end_lineno or stmt.lineno
+
+    def mark(first: int, last: int) -> None:
+        for i in range(first, last + 1):
+            keep[i] = True
+
+    for stmt in tree.body:
+        first, last = span(stmt)
+        if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            mark(first, last)
+        elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
+            isinstance(inner, (ast.Import, ast.ImportFrom)) for inner in _statements([stmt])
+        ):
+            mark(first, last)  # `try: import tensorflow as tf` / `if ...: import ...` bind names too
+        elif words.search("".join(lines[first - 1 : last])) is None:
+            continue
+        elif isinstance(stmt, ast.ClassDef) and stmt.body:
+            # A long class with one site: keep its header and the members that matter.
+            body_start = span(stmt.body[0])[0]
+            mark(first, body_start - 1)
+            for member in stmt.body:
+                m_first, m_last = span(member)
+                text = "".join(lines[m_first - 1 : m_last])
+                if not isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
+                    words.search(text) or any(w in text for w in _VARIABLE_WORDS)
+                ):
+                    mark(m_first, m_last)
+        else:
+            mark(first, last)
     # A blanked line keeps its line ending so every kept line stays where it was.
     return "".join(line if keep[i + 1] else _ending(line) for i, line in enumerate(lines))
 
@@ -104,14 +130,15 @@ def _returns_value_and_nested_def(fn: ast.FunctionDef | ast.AsyncFunctionDef) ->
     nested = {n.name for n in inner if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     if not nested:
         return False
-    for node in inner:
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
-            return True
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2:
-            second = node.value.elts[1]
-            if isinstance(second, ast.Name) and second.id in nested:
-                return True
-    return False
+    # `return y, grad` directly, or `return out` with `out = (y, grad)` earlier (as the model follows).
+    tuples = [n.value for n in inner if isinstance(n, ast.Return) and n.value is not None]
+    bound = {n.value for n in inner if isinstance(n, ast.Return) and isinstance(n.value, ast.Name)}
+    if bound:
+        bound = {n.id for n in bound}  # type: ignore[attr-defined]
+        tuples += [a.value for a in inner if isinstance(a, ast.Assign)
+                   and any(isinstance(t, ast.Name) and t.id in bound for t in a.targets)]
+    return any(isinstance(v, ast.Tuple) and len(v.elts) == 2 and isinstance(v.elts[1], ast.Name)
+               and v.elts[1].id in nested for v in tuples)
 
 
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.ClassDef) + (

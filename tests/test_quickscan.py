@@ -61,3 +61,48 @@ def test_reduction_blanks_unrelated_statements_and_keeps_positions():
 
 def test_syntax_errors_are_left_to_libcst():
     assert quickscan.scan("def f(:\n") is None
+
+
+REAL_WORLD_SHAPES = [
+    # TensorFlow imported under a guard, the site inside a class inside another guard.
+    '''import os
+if not os.environ.get("NO_TF"):
+    try:
+        import tensorflow as tf
+    except ImportError:
+        tf = None
+if tf:
+    class Backend:
+        def other(self):
+            return 1
+
+        def op(self, x):
+            @tf.custom_gradient
+            def inner(x):
+                def grad(upstream):
+                    return tf.ones_like(x)
+                return x, grad
+            return inner(x)
+''',
+    # A long class: only the method with the site and the one creating its weight matter.
+    '''import tensorflow as tf
+
+class Layer(tf.keras.layers.Layer):
+    def build(self, shape):
+        self.k = self.add_weight(shape=())
+
+    def unrelated(self):
+        return [i for i in range(3)]
+
+    @tf.custom_gradient
+    def call(self, x):
+        return x * self.k, lambda dy: dy * self.k
+''',
+]
+
+
+@pytest.mark.parametrize("source", REAL_WORLD_SHAPES)
+def test_reduction_keeps_guarded_imports_and_class_members_that_matter(source):
+    full = findings(source, reduce=False, prefilter=False)
+    assert full, "the shape must produce a finding for this test to mean anything"
+    assert findings(source, reduce=True) == full
