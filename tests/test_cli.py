@@ -1,36 +1,11 @@
 """The command line, run as users run it: a child process, exit codes, output."""
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures"
-
-BAD = """import tensorflow as tf
-
-w = tf.Variable(1.0)
-
-@tf.custom_gradient
-def op(x):
-    y = tf.tan(x * w)
-    def grad(dy):
-        return dy / tf.square(tf.cos(y))
-    return y, grad
-"""
-
-
-# The checkout under test, whatever the working directory of the run.
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def cglint(*args, stdin=None, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "cglint", *map(str, args)], capture_output=True, text=True,
-                          input=stdin, cwd=cwd, env=ENV)
+from support import BAD, cglint
 
 
 def test_fixtures_report_every_code_and_exit_1():

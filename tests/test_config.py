@@ -3,33 +3,11 @@ runtime settings, and one-line errors (exit 2) for anything wrong."""
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from support import BAD, cglint
 
 from cglint import config
-
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-BAD = """import tensorflow as tf
-
-w = tf.Variable(1.0)
-
-@tf.custom_gradient
-def op(x):
-    y = tf.tan(x * w)
-    def grad(dy):
-        return dy / tf.square(tf.cos(y))
-    return y, grad
-"""
-
-
-def cglint(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "cglint", *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env=ENV)
 
 
 def findings(*args, cwd):

@@ -7,25 +7,16 @@ import shutil
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import libcst as cst
 import pytest
+from support import ENV, FIXTURES, cglint
 
 from cglint.diagnostics import Finding, Fix
 from cglint.engine import lint_source
 from cglint.fix import fix_file, fix_source, text_edits
 from cglint.rules import ALL_RULES, select_rules
 from cglint.rules.base import Rule
-
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "fixtures"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def cglint(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "cglint", *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env=ENV)
 
 
 def fixed(source, unsafe=False, rules=ALL_RULES):

@@ -2,37 +2,15 @@
 warned and ignored, and --add-noqa."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+
+from support import BAD, cglint
 
 from cglint.engine import lint_source
 from cglint.noqa import add_noqa
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-BAD = """import tensorflow as tf
-
-w = tf.Variable(1.0)
-
-@tf.custom_gradient
-def op(x):
-    y = tf.tan(x * w)
-    def grad(dy):
-        return dy / tf.square(tf.cos(y))
-    return y, grad
-"""
-
 
 def codes(source):
     return [d.code for d in lint_source(source, "m.py").diagnostics]
-
-
-def cglint(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "cglint", *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env=ENV)
 
 
 def test_file_level_noqa():

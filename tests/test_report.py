@@ -3,38 +3,17 @@ their escaping, JUnit XML, concise, --statistics, --output-file, --exit-zero."""
 
 import json
 import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import jsonschema
 import pytest
+from support import BAD, ROOT, cglint
 
 from cglint.diagnostics import Diagnostic, FileResult
 from cglint.report import github
 from cglint.rules import ALL_RULES
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
-
-BAD = """import tensorflow as tf
-
-w = tf.Variable(1.0)
-
-@tf.custom_gradient
-def op(x):
-    y = tf.tan(x * w)
-    def grad(dy):
-        return dy / tf.square(tf.cos(y))
-    return y, grad
-"""
-
-
-def cglint(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "cglint", *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env=ENV)
 
 
 @pytest.fixture
