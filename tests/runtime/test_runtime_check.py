@@ -3,7 +3,6 @@ structural errors. Every case here was a distinct failure mode in TensorFlow 2.2
 
 import json
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
