@@ -130,8 +130,9 @@ class _Arg:
 
 
 class _Checker:
-    def __init__(self, fn, inputs, rtol, atol, seed, probes, variables, intentional):
+    def __init__(self, fn, inputs, rtol, atol, seed, probes, variables, intentional, graph=True):
         self.fn, self.inputs = fn, inputs
+        self.graph = graph
         self.seed, self.probes = seed, max(1, int(probes))
         self.user_rtol, self.atol = rtol, (atol or 0.0)
         self.user_variables = variables
@@ -182,6 +183,30 @@ class _Checker:
                 tape.gradient(tf.nest.flatten(y), targets, output_gradients=u)
         except Exception as e:
             raise _Structural(_first_line(e)) from e
+
+    def _graph_path(self) -> str | None:
+        """The same as `_tf_path`, traced by `tf.function` as `model.fit` would: eager-only code
+        (NumPy, `.numpy()`) and variables created in the forward fail only there."""
+        u = self._upstream()
+
+        def step():
+            with tf.GradientTape() as tape:
+                for i in self.diff_idx:
+                    tape.watch(self.flat_in[i])
+                y = self.decorated(*self.args)
+            targets = [self.flat_in[i] for i in self.diff_idx] + list(tape.watched_variables())
+            return tape.gradient(tf.nest.flatten(y), targets, output_gradients=u) if targets else []
+
+        try:
+            tf.function(step)()
+        except Exception as e:
+            # Errors raised while tracing read "in user code: <frames> ... <the message>".
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            message = lines[-1] if lines else type(e).__name__
+            if not message.startswith(type(e).__name__):
+                message = f"{type(e).__name__}: {message}"
+            return f"under tf.function: {message[:240]}"
+        return None
 
     def _upstream(self, scale: float = 1.0):
         """Signed Gaussian upstream gradients, one per flattened output (fixed seed)."""
@@ -398,7 +423,12 @@ class _Checker:
                 return self._report("mismatch", detail,
                                     self._plain_results(customs, autos, {k: detail}))
 
-        return self._classify(us, customs, autos)
+        report = self._classify(us, customs, autos)
+        if self.graph and report.verdict in ("match", "intentional"):
+            failure = self._graph_path()
+            if failure:
+                return self._report("error", f"{failure} (eager: {report.detail})", report.args)
+        return report
 
     def _variable_order(self, u, canonical) -> str | None:
         """Calls the grad fn with `variables` reversed and rotated: the returned list must follow.
@@ -604,16 +634,17 @@ class _Checker:
 
 
 def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variables=None,
-                   intentional=False) -> GradientReport:
+                   intentional=False, graph=True) -> GradientReport:
     """Checks the custom gradient of `fn` at `inputs` against TensorFlow autodiff.
 
     `fn` is a `tf.custom_gradient`-decorated function (or the raw forward returning
     `(y, grad_fn)`). `variables`, if given, replaces the trainable variables discovered by
     watching the forward. `intentional=True` (from a `# cglint: intentional` comment) turns a
-    mismatch into `intentional`. Never raises for problems in the checked code: they become
-    the verdict.
+    mismatch into `intentional`. With `graph` (the default), a gradient that is right eagerly is
+    also computed once under `tf.function`, where eager-only code fails (`error`). Never raises
+    for problems in the checked code: they become the verdict.
     """
-    checker = _Checker(fn, inputs, rtol, atol, seed, probes, variables, intentional)
+    checker = _Checker(fn, inputs, rtol, atol, seed, probes, variables, intentional, graph)
     try:
         return checker.run()
     except _Structural as e:

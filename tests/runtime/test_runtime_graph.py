@@ -1,0 +1,42 @@
+"""Eager-only gradients are right eagerly and fail under tf.function (model.fit): the check
+says so with TensorFlow's message instead of a plain `match`."""
+
+import numpy as np
+import tensorflow as tf
+
+from cglint.runtime import check_gradient
+
+X = tf.constant([[0.3, -0.2], [0.5, 0.1]])
+
+
+@tf.custom_gradient
+def numpy_in_grad(x):
+    return tf.sin(x), lambda dy: dy * np.cos(x.numpy())
+
+
+@tf.custom_gradient
+def variable_inside(x):
+    v = tf.Variable(2.0)
+    return x * v, lambda dy, variables=None: (dy * v, [tf.reduce_sum(dy * x)])
+
+
+@tf.custom_gradient
+def graph_safe(x):
+    return tf.sin(x), lambda dy: dy * tf.cos(x)
+
+
+def test_numpy_in_grad_fn_is_an_error_under_tf_function():
+    report = check_gradient(numpy_in_grad, X)
+    assert report.verdict == "error"
+    assert report.detail.startswith("under tf.function: ") and "numpy" in report.detail
+    assert "(eager: matches autodiff" in report.detail
+
+
+def test_variable_created_in_forward_is_an_error_under_tf_function():
+    report = check_gradient(variable_inside, X)
+    assert report.verdict == "error" and "tf.function" in report.detail and "Variable" in report.detail
+
+
+def test_graph_safe_function_still_matches_and_graph_check_can_be_turned_off():
+    assert check_gradient(graph_safe, X).verdict == "match"
+    assert check_gradient(numpy_in_grad, X, graph=False).verdict == "match"
