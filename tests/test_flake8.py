@@ -40,6 +40,10 @@ def installed_cglint() -> importlib.metadata.Distribution | None:
 
 
 def is_this_checkout(dist: importlib.metadata.Distribution) -> bool:
+    # `pip install -e .` leaves setuptools' cglint.egg-info in the checkout, and the checkout is
+    # on sys.path first: that metadata (and its entry points) is this checkout's.
+    if Path(str(dist.locate_file(""))).resolve() == ROOT:
+        return True
     direct = dist.read_text("direct_url.json")
     if not direct:
         return False
