@@ -56,13 +56,18 @@ def lint_source(
         findings: list[tuple[type[Rule], Finding]] = []
         for rule in rules:
             findings.extend((rule, f) for f in rule().check(model))
+        # Positions cost a codegen pass over the module: only paid when there is something to say.
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider) if findings else {}
+    except RecursionError:
+        # Pathological nesting (thousands of operators) exhausts the walk: say so for this file
+        # and go on with the others.
+        diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, "cannot analyse: nesting too deep")]
+        return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
     except Exception as exc:  # a cglint bug must not end the run without saying where
         raise InternalError(f"{path}: {type(exc).__name__}: {exc}") from exc
 
     diags = []
     if findings:
-        # Positions cost a codegen pass over the module: only paid when there is something to say.
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         seen = set()
         for rule, finding in findings:
             where = positions[finding.node]

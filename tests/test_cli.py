@@ -144,3 +144,13 @@ def test_version_is_fast_and_import_does_not_load_tensorflow():
     assert run.returncode == 0, run.stderr
     run = cglint("--version")
     assert run.returncode == 0 and run.stdout.startswith("cglint ")
+
+
+def test_pathological_nesting_is_cg000_and_the_run_goes_on(tmp_path):
+    deep = "import tensorflow as tf\n@tf.custom_gradient\ndef f(x):\n    return " + "-" * 5000 + "x, lambda d: d\n"
+    (tmp_path / "deep.py").write_text(deep)
+    (tmp_path / "ok.py").write_text(BAD)
+    run = cglint("--output-format", "concise", ".", cwd=tmp_path)
+    assert run.returncode == 1 and "Traceback" not in run.stderr and "internal error" not in run.stderr
+    assert "deep.py:1:1: CG000 cannot analyse: nesting too deep" in run.stdout
+    assert "ok.py:9:31: CG005" in run.stdout
