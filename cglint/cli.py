@@ -226,8 +226,9 @@ def _report(args, settings, results, fixed: int) -> int:
 
         timeout = args.runtime_timeout if args.runtime_timeout is not None else settings.runtime.timeout
         sites = sum(len(r.model.sites) for r in results if r.model is not None)
+        tolerances = {"rtol": settings.runtime.rtol, "atol": settings.runtime.atol, "probes": settings.runtime.probes}
         runtime = run_runtime(results, everything=args.runtime == "all", timeout=timeout,
-                              progress=terminal_progress(sites))
+                              progress=terminal_progress(sites), tolerances=tolerances)
     if args.statistics:
         text = statistics.render(results, "json" if args.output_format == "json" else "text", args.unsafe_fixes)
     else:

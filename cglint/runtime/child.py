@@ -112,7 +112,7 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
         return {"verdict": "skipped", "reference": None, "max_rel_error": None,
                 "detail": f"bad input spec: {e}", "seed": seed, "args": []}
     report = check_gradient(fn, *inputs, seed=seed, rtol=request.get("rtol"),
-                            atol=request.get("atol"),
+                            atol=request.get("atol"), probes=request.get("probes", 3),
                             intentional=bool(request.get("intentional", False)))
     return {**report.to_dict(), "inputs": spec_text}
 

@@ -33,9 +33,11 @@ def run_runtime(
     everything: bool = False,
     timeout: float = 120.0,
     progress: Callable[[str], None] | None = None,
+    tolerances: dict | None = None,
 ) -> list[dict]:
     """Checks the flagged functions (every site with `everything`) and returns the top-level
-    `runtime` list; each diagnostic of a checked function gets its `runtime` summary."""
+    `runtime` list; each diagnostic of a checked function gets its `runtime` summary.
+    `tolerances` (`rtol`, `atol`, `probes` from `[tool.cglint.runtime]`) go to every check."""
     jobs: list[tuple[FileResult, list[Planned]]] = []
     for result in results:
         planned = plan_file(result, everything)
@@ -48,7 +50,8 @@ def run_runtime(
     def check(job: tuple[FileResult, list[Planned]]) -> list[tuple[Planned, dict]]:
         result, planned = job
         reachable = [p for p in planned if p.skip is None]
-        verdicts = run_module_checks(result.path, [p.request for p in reachable], timeout=timeout) if reachable else []
+        requests = [{**{k: v for k, v in (tolerances or {}).items() if v is not None}, **p.request} for p in reachable]
+        verdicts = run_module_checks(result.path, requests, timeout=timeout) if reachable else []
         by_plan = dict(zip(map(id, reachable), verdicts))
         pairs = []
         for p in planned:

@@ -42,3 +42,13 @@ def test_flagged_mode_checks_only_flagged_functions_and_text_says_confirmed(tmp_
     assert run.returncode == 1
     assert "= runtime: confirmed: d/x off by" in run.stdout
     assert "good.py" not in run.stdout
+
+
+def test_runtime_tolerance_from_pyproject_reaches_the_check(tmp_path):
+    (tmp_path / "bad.py").write_text((ROOT / "fixtures/rules/cg005_bad.py").read_text())
+    (tmp_path / "pyproject.toml").write_text("[tool.cglint.runtime]\nrtol = 0.5\n")
+    run = subprocess.run([sys.executable, "-m", "cglint", "--runtime", "--output-format", "json", "."],
+                         capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=600)
+    (verdict,) = json.loads(run.stdout)["runtime"]
+    # The derivative is 35% off: within a (silly) 50% tolerance it is not confirmed.
+    assert verdict["verdict"] == "match", verdict
