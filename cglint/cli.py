@@ -13,6 +13,16 @@ from cglint import __version__
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
+def _positive_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value!r}")
+    return seconds
+
+
 def _codes(value: str) -> list[str]:
     return [c.strip() for c in value.split(",") if c.strip()]
 
@@ -59,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also check the flagged functions numerically against TensorFlow autodiff; "
                          "--runtime=all checks every custom-gradient function")
     rt.add_argument("--runtime-scope", dest="runtime", choices=["flagged", "all"], help=argparse.SUPPRESS)
-    rt.add_argument("--runtime-timeout", type=float, metavar="SECONDS",
+    rt.add_argument("--runtime-timeout", type=_positive_seconds, metavar="SECONDS",
                     help="per-module time limit for --runtime (default: [tool.cglint.runtime] timeout, else 120)")
     p.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
     p.add_argument("--list-rules", action="store_true", help="list every rule: code, name, summary")

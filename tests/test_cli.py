@@ -108,6 +108,7 @@ def test_stdin_with_filename():
         (["--select", "CG999", "fixtures"], "unknown rule code or prefix: 'CG999'"),
         (["--explain", "XX1"], "unknown rule code"),
         (["--output-format", "yaml"], "invalid choice"),
+        (["--runtime", "--runtime-timeout", "-1", "fixtures"], "expected a positive number of seconds, got '-1'"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(args, message):
