@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -145,6 +146,8 @@ def _run(argv: list[str] | None) -> int:
     if stdin:
         return _run_stdin(args, settings)
 
+    if args.runtime and importlib.util.find_spec("tensorflow") is None:  # children run in this interpreter
+        return _fail("--runtime needs TensorFlow in this environment: pip install 'cglint[runtime]'")
     fixing = args.fix or args.diff
     # SARIF carries fixes as text replacements, which need the full tree; otherwise libcst
     # parses only the statements that matter (engine.lint_source, `reduce`).
