@@ -144,6 +144,8 @@ def _run(argv: list[str] | None) -> int:
         return _fail(str(exc))
 
     if stdin:
+        if args.runtime:  # the check imports the module by path, and stdin has none
+            return _fail("--runtime needs files on disk, not '-' (stdin)")
         return _run_stdin(args, settings)
 
     if args.runtime and importlib.util.find_spec("tensorflow") is None:  # children run in this interpreter

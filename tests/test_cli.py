@@ -109,6 +109,7 @@ def test_stdin_with_filename():
         (["--explain", "XX1"], "unknown rule code"),
         (["--output-format", "yaml"], "invalid choice"),
         (["--runtime", "--runtime-timeout", "-1", "fixtures"], "expected a positive number of seconds, got '-1'"),
+        (["--runtime", "-", "--stdin-filename", "x.py"], "--runtime needs files on disk, not '-' (stdin)"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(args, message):
