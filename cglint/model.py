@@ -698,22 +698,22 @@ class _Collector(cst.CSTVisitor):
         # Decorators and defaults belong to the enclosing scope.
         for dec in node.decorators:
             dec.visit(self)
-        _visit_defaults(node.params, self)
-        scope = self._push(node)
-        self._bind_params(scope, node.params)
-        node.body.visit(self)
-        self.stack.pop()
+        self._function_body(node)
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         if isinstance(node.body, cst.Call):
             self.forwarded.add(id(node.body))
+        self._function_body(node)
+        return False
+
+    def _function_body(self, node: FunctionNode) -> None:
+        """Defaults are evaluated in the enclosing scope; parameters and body get their own."""
         _visit_defaults(node.params, self)
         scope = self._push(node)
         self._bind_params(scope, node.params)
         node.body.visit(self)
         self.stack.pop()
-        return False
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.scope.bind(node.name.value, node)
