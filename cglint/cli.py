@@ -24,6 +24,16 @@ def _positive_seconds(value: str) -> float:
     return seconds
 
 
+def _jobs(value: str) -> int:
+    try:
+        jobs = int(value)
+    except ValueError:
+        jobs = -1
+    if jobs < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of processes (0: automatic), got {value!r}")
+    return jobs
+
+
 def _codes(value: str) -> list[str]:
     return [c.strip() for c in value.split(",") if c.strip()]
 
@@ -58,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--unsafe-fixes", action="store_true", help="apply (or offer) unsafe fixes as well")
     fix.add_argument("--diff", action="store_true", help="print the fixes as a unified diff and write nothing")
     fix.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for every current finding")
+    speed = p.add_argument_group("cache and parallelism")
+    speed.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    speed.add_argument("--cache-dir", metavar="DIR",
+                       help="where to keep the cache (default: $CGLINT_CACHE_DIR, else .cglint_cache in the project root)")
+    speed.add_argument("--jobs", "-j", type=_jobs, default=0, metavar="N",
+                       help="processes to lint with (default 0: automatic, by the CPUs and the number of files to parse)")
     out = p.add_argument_group("output")
     out.add_argument("--output-format", choices=FORMAT_NAMES, default="text")
     out.add_argument("--output-file", metavar="PATH", help="write the report to PATH (atomically) instead of stdout")
@@ -110,15 +126,18 @@ def _run(argv: list[str] | None) -> int:
     argv = [a.replace("--runtime=", "--runtime-scope=", 1) if a.startswith("--runtime=") else a for a in argv]
     args = build_parser().parse_args(argv)
     from cglint import config, engine, files
-    from cglint.rules import RULES_BY_CODE
 
     if args.explain:
-        rule = RULES_BY_CODE.get(args.explain.strip().upper())
-        if rule is None:
+        from cglint.rules import CODES, rule as rule_for
+
+        code = args.explain.strip().upper()
+        if code not in CODES:
             return _fail(f"unknown rule code: {args.explain!r} (see --list-rules)")
-        sys.stdout.write(rule.documentation())
+        sys.stdout.write(rule_for(code).documentation())
         return EXIT_CLEAN
     if args.list_rules:
+        from cglint.rules import RULES_BY_CODE
+
         for rule in RULES_BY_CODE.values():
             print(f"{rule.code}  {rule.name:<30} {rule.summary}")
         return EXIT_CLEAN
@@ -139,7 +158,7 @@ def _run(argv: list[str] | None) -> int:
             select=args.select, ignore=args.ignore, extend_select=args.extend_select, exclude=args.exclude,
             extend_exclude=args.extend_exclude, force_exclude=args.force_exclude or None,
         )
-        settings.rules  # noqa: B018 - validates the selection before any file is read
+        settings.codes  # noqa: B018 - validates the selection before any file is read
     except config.ConfigError as exc:
         return _fail(str(exc))
 
@@ -160,8 +179,19 @@ def _run(argv: list[str] | None) -> int:
     diffs: list[str] = []
     noqa_added = 0
     try:
-        for path in files.discover(paths, settings.is_excluded, settings.force_exclude):
-            rules = settings.rules_for(path)
+        found = list(files.discover(paths, settings.is_excluded, settings.force_exclude))
+        from cglint import cache as caching
+
+        if caching.usable_for(fixing=fixing, runtime=bool(args.runtime), add_noqa=args.add_noqa,
+                              output_format=args.output_format):
+            from cglint import batch
+
+            store = None if args.no_cache else caching.Cache(
+                caching.directory_for(settings.root, args.cache_dir), caching.settings_key(settings))
+            results = batch.lint_paths(found, settings.codes_for, reduce=reduce, cache=store, jobs=args.jobs)
+            found = []
+        for path in found:
+            rules = settings.codes_for(path)
             if fixing:
                 outcome = _fix_one(path, rules, args)
                 fixed += len(outcome.applied)
@@ -232,7 +262,6 @@ def _add_noqa(path: str, result) -> int:
 
 
 def _report(args, settings, results, fixed: int) -> int:
-    from cglint import fix as fixmod
     from cglint.report import Context, render, statistics
 
     runtime = None
@@ -250,6 +279,8 @@ def _report(args, settings, results, fixed: int) -> int:
         text = render(args.output_format, results, Context(root=_sarif_root(settings), fixed=fixed,
                                                           unsafe_fixes=args.unsafe_fixes, runtime=runtime))
     if args.output_file:
+        from cglint import fix as fixmod
+
         try:
             fixmod.write_atomic(args.output_file, text)
         except OSError as exc:
@@ -289,7 +320,7 @@ def _run_stdin(args, settings) -> int:
         if args.fix:
             sys.stdout.write(source)
         return EXIT_CLEAN
-    rules = settings.rules_for(name) if args.stdin_filename else settings.rules
+    rules = settings.codes_for(name) if args.stdin_filename else settings.codes
     try:
         if args.fix or args.diff:
             outcome = fix.fix_source(source, name, rules, unsafe=args.unsafe_fixes)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Iterable
-
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+import ast
+import warnings
+from typing import TYPE_CHECKING, Iterable, Union
 
 from cglint import files, noqa, quickscan
-from cglint.diagnostics import Diagnostic, FileResult, Finding
-from cglint.model import ModuleModel
-from cglint.rules import ALL_RULES, Rule
-from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+from cglint.diagnostics import Diagnostic, FileResult
+
+if TYPE_CHECKING:
+    from cglint.diagnostics import Finding
+    from cglint.rules import Rule
+
+# Rules are given as classes or as codes; codes cost nothing until a file needs parsing, so a
+# run over files that never mention `custom_gradient` imports neither libcst nor any rule.
+Rules = Iterable[Union["type[Rule]", str]]
 
 
 class InternalError(RuntimeError):
@@ -19,7 +23,7 @@ class InternalError(RuntimeError):
 
 
 def lint_source(
-    source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True, reduce: bool = False,
+    source: str, path: str, rules: Rules | None = None, prefilter: bool = True, reduce: bool = False,
     apply_noqa: bool = True,
 ) -> FileResult:
     """Lint one module. `prefilter` skips modules no rule can fire on (text test, then Python's
@@ -27,8 +31,8 @@ def lint_source(
     same positions) and then leaves `FileResult.module` unset, since fixes need the full tree.
     `apply_noqa=False` keeps what line `# noqa` comments suppress, for hosts that apply their
     own (flake8)."""
-    rules = list(rules)
     text = source
+    scan = None
     if prefilter:
         if not files.may_hold_site(source):
             return FileResult(path, source, [], parsed=False)
@@ -37,16 +41,33 @@ def lint_source(
             return FileResult(path, source, [], parsed=False)
         if reduce and scan is not None:
             text = scan.reduced
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from cglint.model import ModuleModel
+    from cglint.rules import CODES, rules as rule_classes
+    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
+    rules = rule_classes(CODES if rules is None else rules)
+    error = _python_syntax_error(source) if scan is None else None
+    if error is not None:
+        # Python's own parser says where the error is and what it is (as `python file.py`
+        # would); libcst's message names a position of its own tokenizer.
+        diags = [error] if SyntaxErrorRule in rules else []
+        for d in diags:
+            d.path = path
+        kept, notes = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+        return FileResult(path, source, kept, parsed=False, warnings=notes)
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         diags = []
         if any(r is SyntaxErrorRule for r in rules):
-            message = f"cannot parse: {exc.message}"
+            message = f"cannot parse: {exc.message.splitlines()[0] if exc.message else 'invalid syntax'}"
             diags.append(_diagnostic(path, SyntaxErrorRule, exc.raw_line, exc.raw_column + 1, exc.raw_line,
                                      exc.raw_column + 2, message))
-        kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
-        return FileResult(path, source, kept, parsed=False, warnings=warnings)
+        kept, notes = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+        return FileResult(path, source, kept, parsed=False, warnings=notes)
     except RecursionError:
         diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, "cannot parse: nesting too deep")]
         return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
@@ -79,20 +100,47 @@ def lint_source(
                                where.end.column + 1, finding.message)
             diag.fix, diag.fixable = finding.fix, finding.fix is not None
             diags.append(diag)
-    kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+    kept, notes = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
     full = text is source
     return FileResult(path, source, kept, parsed=True, module=module if full else None, model=model,
-                      warnings=warnings)
+                      warnings=notes)
 
 
-def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, reduce: bool = False) -> FileResult:
+def lint_file(path: str, rules: Rules | None = None, reduce: bool = False) -> FileResult:
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:
-        rules = list(rules)
-        diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")] if SyntaxErrorRule in rules else []
-        return FileResult(path, "", diags, parsed=False)
+        wanted = list(rules) if rules is not None else ["CG000"]
+        if not any(r == "CG000" or getattr(r, "code", None) == "CG000" for r in wanted):
+            return FileResult(path, "", [], parsed=False)
+        from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
+        return FileResult(path, "", [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")], parsed=False)
     return lint_source(source, path, rules, reduce=reduce)
+
+
+def _python_syntax_error(source: str) -> Diagnostic | None:
+    """CG000 where Python's parser puts the error (None when it parses), with its message:
+    an unclosed `(` is reported on the line of the `(`, as Python reports it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(source)
+    except SyntaxError as exc:
+        from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
+        lines = source.splitlines() or [""]
+        line = min(max(exc.lineno or 1, 1), len(lines))
+        text = lines[line - 1]
+        # `offset` is 1-based; Python counts it in code points of the line (bytes before 3.10).
+        column = min(max(exc.offset or 1, 1), len(text) + 1)
+        end_line, end_column = line, column + 1
+        if exc.end_lineno == exc.lineno and exc.end_offset and exc.end_offset > column:
+            end_column = min(exc.end_offset, len(text) + 1)
+        return _diagnostic("", SyntaxErrorRule, line, column, end_line, end_column, f"cannot parse: {exc.msg}")
+    except (ValueError, RecursionError, MemoryError):
+        return None  # null bytes, deep nesting: libcst's parse reports what it can
+    return None
 
 
 def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int, end_col: int, message: str) -> Diagnostic:

@@ -16,16 +16,10 @@ from typing import Iterator, Union
 
 import libcst as cst
 
+from cglint.names import TF_CUSTOM_GRADIENT, normalize  # noqa: F401 - re-exported
+
 FunctionNode = Union[cst.FunctionDef, cst.Lambda]
 
-# Qualified names, after import resolution, that are TensorFlow's custom_gradient. Keras 3's
-# keras.ops.custom_gradient, jax.custom_gradient, TFP's and Mesh-TF's have other contracts.
-TF_CUSTOM_GRADIENT = frozenset(
-    {
-        "tensorflow.custom_gradient",
-        "tensorflow.python.ops.custom_gradient.custom_gradient",
-    }
-)
 TF_FUNCTION = frozenset(
     {
         "tensorflow.function",
@@ -54,16 +48,6 @@ _OP_NAMESPACES = (
     "tensorflow.python.ops.special_math_ops.",
     "tensorflow.",
 )
-
-
-def normalize(qualname: str | None) -> str | None:
-    """`tensorflow.compat.v1.x` and `tensorflow.compat.v2.x` are `tensorflow.x`."""
-    if qualname is None:
-        return None
-    for prefix in ("tensorflow.compat.v1.", "tensorflow.compat.v2."):
-        if qualname.startswith(prefix):
-            return "tensorflow." + qualname[len(prefix) :]
-    return qualname
 
 
 def tf_op_name(qualname: str | None) -> str | None:

@@ -24,7 +24,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
-from cglint.model import TF_CUSTOM_GRADIENT, normalize
+from cglint.names import TF_CUSTOM_GRADIENT, normalize
 
 
 @dataclass
