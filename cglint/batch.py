@@ -54,7 +54,7 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
             results[i] = FileResult(path, "", [], parsed=False)
             continue
         if cache is not None:
-            hit = cache.get(path, source, codes)
+            hit = cache.get(path, source, codes, full=not reduce)
             if hit is not None:
                 results[i] = hit
                 continue
@@ -67,7 +67,7 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
         done = (_lint_one((path, source, codes, reduce)) for _, path, source, codes in todo)
     for (i, path, source, codes), result in zip(todo, done):
         if cache is not None:
-            cache.put(path, source, codes, result)
+            cache.put(path, source, codes, result, full=not reduce)
         results[i] = result
     return results  # type: ignore[return-value]
 

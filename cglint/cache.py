@@ -16,8 +16,8 @@ same directory, then `os.replace`, so concurrent runs see a whole entry or none.
 
 Only files that mention `custom_gradient` get entries: the others cost one read and one
 substring test, less than a cache lookup. The cache holds what reports print, not the parse:
-`--fix`, `--diff`, `--add-noqa`, `--runtime` and SARIF output (whose fixes are text edits)
-need the tree, so the CLI lints without the cache for them (`usable_for`).
+`--fix`, `--diff`, `--add-noqa`, `--runtime` and SARIF output need the tree, so the CLI lints
+without the cache for them (`usable_for`); JSON's text edits of each fix are stored with it.
 """
 
 from __future__ import annotations
@@ -77,15 +77,16 @@ class Cache:
         name = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()
         return self.directory / f"{name}.json"
 
-    def _file_key(self, codes: Iterable[Any]) -> str:
-        return self.key + ":" + ",".join(c if isinstance(c, str) else c.code for c in codes)
+    def _file_key(self, codes: Iterable[Any], full: bool) -> str:
+        # `full`: made from the whole tree, so fixes carry their text edits (JSON output).
+        return self.key + ":" + ",".join(c if isinstance(c, str) else c.code for c in codes) + (":full" if full else "")
 
-    def get(self, path: str, source: str, codes: Iterable[Any]) -> FileResult | None:
+    def get(self, path: str, source: str, codes: Iterable[Any], full: bool = False) -> FileResult | None:
         """The cached result for `path` with this text and these codes, or None."""
         try:
             with open(self._entry(path), "rb") as fh:
                 entry = json.loads(fh.read())
-            if (entry.get("key") != self._file_key(codes) or entry.get("content") != _digest(source)):
+            if (entry.get("key") != self._file_key(codes, full) or entry.get("content") != _digest(source)):
                 raise LookupError
             diagnostics = [_diagnostic(d, path) for d in entry["diagnostics"]]
             result = FileResult(path, source, diagnostics, parsed=bool(entry["parsed"]),
@@ -96,9 +97,9 @@ class Cache:
         self.hits += 1
         return result
 
-    def put(self, path: str, source: str, codes: Iterable[Any], result: FileResult) -> None:
-        entry = {"key": self._file_key(codes), "content": _digest(source), "parsed": result.parsed,
-                 "warnings": list(result.warnings), "diagnostics": [_stored(d) for d in result.diagnostics]}
+    def put(self, path: str, source: str, codes: Iterable[Any], result: FileResult, full: bool = False) -> None:
+        entry = {"key": self._file_key(codes, full), "content": _digest(source), "parsed": result.parsed,
+                 "warnings": list(result.warnings), "diagnostics": [_stored(d, result) for d in result.diagnostics]}
         try:
             self._prepare()
             _write_atomic(self._entry(path), json.dumps(entry, separators=(",", ":")).encode())
@@ -140,29 +141,48 @@ def _digest(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+class StoredFix(Fix):
+    """A fix as reports need it (applicability, description, JSON's text edits) without the
+    tree it edits: what the cache and the worker processes hand back. Never applied."""
+
+    __slots__ = ("json_edits",)
+
+    def __init__(self, applicability: str, description: str, json_edits: list[dict[str, Any]]) -> None:
+        super().__init__([], applicability=applicability, description=description)
+        self.json_edits = json_edits
+
+
 def strip(result: FileResult) -> FileResult:
-    """`result` as the cache (or another process) hands it back: diagnostics with their fix's
-    description and safety but no tree edits, no module or model."""
-    diagnostics = [_diagnostic(_stored(d), result.path) for d in result.diagnostics]
+    """`result` as the cache (or another process) hands it back: diagnostics with StoredFixes,
+    no module or model."""
+    diagnostics = [_diagnostic(_stored(d, result), result.path) for d in result.diagnostics]
     return FileResult(result.path, result.source, diagnostics, parsed=result.parsed, warnings=list(result.warnings))
 
 
-def _stored(d: Diagnostic) -> dict[str, Any]:
-    out = d.to_dict()
-    out.pop("runtime", None)
+_FIELDS = ("line", "column", "end_line", "end_column", "code", "name", "severity", "message")
+
+
+def _stored(d: Diagnostic, result: FileResult) -> dict[str, Any]:
+    out = {name: getattr(d, name) for name in _FIELDS}
+    out.update({k: v for k, v in d.to_dict().items() if k not in _FIELDS and k not in ("path", "fixable", "fix", "runtime")})
     if d.fix is not None:
-        out["fix"] = {f.name: getattr(d.fix, f.name) for f in fields(d.fix) if f.name != "edits"}
+        edits = getattr(d.fix, "json_edits", None)
+        if edits is None:
+            edits = []
+            if result.module is not None:
+                from cglint.fix import json_edits
+
+                edits = json_edits(result.source, result.module, d.fix)
+        out["fix"] = {"applicability": d.fix.applicability, "description": d.fix.description, "json_edits": edits}
     return out
 
 
 def _diagnostic(stored: dict[str, Any], path: str) -> Diagnostic:
     stored = dict(stored)
     fix = stored.pop("fix", None)
-    stored["path"] = path
-    d = Diagnostic(**stored)
+    d = Diagnostic(path=path, **stored)
     if fix is not None:
-        # Enough for reports ([*], hints, statistics); a cached result is never used to fix.
-        d.fix = Fix(edits=[], **fix)
+        d.fix = StoredFix(**fix)
     return d
 
 

@@ -11,13 +11,17 @@ from cglint.diagnostics import FileResult
 
 
 def render(results: list[FileResult], runtime: list[dict[str, Any]] | None = None, unsafe: bool = False) -> str:
-    from cglint.fix import json_edits
-
-    diagnostics = [
-        d.to_dict(unsafe, json_edits(r.source, r.module, d.fix) if d.fix is not None else None)
-        for r in results for d in r.diagnostics
-    ]
+    diagnostics = [d.to_dict(unsafe, _edits(r, d.fix) if d.fix is not None else None) for r in results for d in r.diagnostics]
     out: dict[str, Any] = {"version": 1, "diagnostics": diagnostics}
     if runtime is not None:
         out["runtime"] = runtime
     return json.dumps(out, indent=2) + "\n"
+
+
+def _edits(result: FileResult, fix: Any) -> list[dict[str, Any]]:
+    known = getattr(fix, "json_edits", None)  # computed where the tree was (cglint.cache.strip)
+    if known is not None:
+        return known
+    from cglint.fix import json_edits
+
+    return json_edits(result.source, result.module, fix)
