@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import warnings
-from typing import TYPE_CHECKING, Iterable, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from cglint import files, noqa, quickscan
 from cglint.diagnostics import Diagnostic, FileResult
@@ -42,9 +42,7 @@ def lint_source(
         if reduce and scan is not None:
             text = scan.reduced
     import libcst as cst
-    from libcst.metadata import MetadataWrapper, PositionProvider
 
-    from cglint.model import ModuleModel
     from cglint.rules import CODES, rules as rule_classes
     from cglint.rules.cg000_syntax_error import SyntaxErrorRule
 
@@ -72,13 +70,31 @@ def lint_source(
         diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, "cannot parse: nesting too deep")]
         return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
 
+    return analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=text is source)
+
+
+def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = True, full_tree: bool = True,
+            positions: Callable[[list], Any] | None = None) -> FileResult:
+    """A parsed module -> model -> rules -> positions -> noqa. `positions(nodes)` gives each
+    finding node its CodeRange (by default libcst's position pass over `module`, paid only when
+    there are findings; the language server passes positions it computed per statement).
+    `full_tree`: `module` is all of `source` (fixes can be applied to it)."""
+    from cglint.model import ModuleModel
+    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
     try:
         model = ModuleModel(module)
         findings: list[tuple[type[Rule], Finding]] = []
         for rule in rules:
             findings.extend((rule, f) for f in rule().check(model))
-        # Positions cost a codegen pass over the module: only paid when there is something to say.
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider) if findings else {}
+        where_is: Any = {}
+        if findings:
+            if positions is None:
+                from libcst.metadata import MetadataWrapper, PositionProvider
+
+                where_is = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+            else:
+                where_is = positions([f.node for _, f in findings])
     except RecursionError:
         # Pathological nesting (thousands of operators) exhausts the walk: say so for this file
         # and go on with the others.
@@ -91,7 +107,7 @@ def lint_source(
     if findings:
         seen = set()
         for rule, finding in findings:
-            where = positions[finding.node]
+            where = where_is[finding.node]
             key = (rule.code, where.start.line, where.start.column, finding.message)
             if key in seen:
                 continue
@@ -101,8 +117,7 @@ def lint_source(
             diag.fix = finding.fix
             diags.append(diag)
     kept, notes = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
-    full = text is source
-    return FileResult(path, source, kept, parsed=True, module=module if full else None, model=model,
+    return FileResult(path, source, kept, parsed=True, module=module if full_tree else None, model=model,
                       warnings=notes)
 
 

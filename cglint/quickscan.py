@@ -32,6 +32,7 @@ class Scan:
     relevant: bool  # can any rule fire on this module?
     reduced: str  # the source with irrelevant top-level statements blanked
     needles: set[str] = field(default_factory=set)
+    tree: ast.Module | None = field(default=None, repr=False)  # Python's parse (the language server splits by it)
 
 
 def scan(source: str) -> Scan | None:
@@ -71,7 +72,7 @@ def scan(source: str) -> Scan | None:
                 needles.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
     if not sites and not needles:
         return Scan(False, source)
-    return Scan(True, _reduce(source, tree, needles), needles)
+    return Scan(True, _reduce(source, tree, needles), needles, tree)
 
 
 # Text that marks a class member as worth keeping besides the needles: the model reads a Keras

@@ -1,0 +1,222 @@
+"""Incremental analysis for the language server: an edit re-parses only the statement it touched.
+
+A lint of a buffer is, as in `cglint FILE`, the prefilter, Python's quick scan, and the libcst
+analysis of the reduced text (the statements that can matter, everything else blank; see
+`cglint.quickscan`). What makes it cheap on every keystroke:
+
+- the reduced text is split at its top-level statements (Python's parse from the quick scan
+  gives their line spans), and libcst parses each statement alone, keyed by its text: an edit
+  changes one statement's text, so one statement is parsed again and the rest comes from the
+  cache;
+- the module the model sees is assembled from the cached statement nodes
+  (`libcst.Module(body=...)`), so the model and the rules run exactly as on a whole parse;
+- positions, libcst's most expensive pass over a module, are computed per statement and only
+  for statements that hold a finding (and then cached with the statement, shifted by its first
+  line), since a statement parsed alone starts at column 0 of its first line.
+
+A statement's text is the same in the reduced text and the buffer, so a quick fix is applied
+to the statement's own tree and spliced into the buffer at its lines, then checked as
+`cglint --fix` checks every fix (the result must parse and compile: `cglint.fix.check_source`
+on the changed statements, CPython's compiler on the whole text).
+
+Whatever this cannot split (a syntax error, a statement that does not parse alone, a fix that
+edits the module itself) goes the whole-file way (`engine.lint_source`), so the findings are
+always those of a full lint (tests/test_lsp_incremental.py checks that after random edits).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import libcst as cst
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+
+from cglint import engine, files, quickscan
+from cglint.diagnostics import Diagnostic, FileResult
+
+
+@dataclass(eq=False)
+class _Statement:
+    """One top-level statement's text, parsed alone (the cache's value)."""
+
+    text: str
+    module: cst.Module
+    _ids: frozenset[int] | None = None
+    _positions: Any = None
+
+    @property
+    def ids(self) -> frozenset[int]:
+        """Every node in the statement, by identity (to find which statement a node is in)."""
+        if self._ids is None:
+            seen: set[int] = set()
+            stack: list[cst.CSTNode] = list(self.module.body)
+            while stack:
+                node = stack.pop()
+                seen.add(id(node))
+                stack.extend(node.children)
+            self._ids = frozenset(seen)
+        return self._ids
+
+    @property
+    def positions(self) -> Any:
+        if self._positions is None:
+            self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self._positions
+
+
+@dataclass(eq=False)
+class _Placed:
+    statement: _Statement
+    first_line: int  # 1-based line of the buffer where the statement's text starts
+
+
+class Analysis:
+    """The statement cache of one server (shared by its buffers: equal text, equal parse)."""
+
+    def __init__(self, limit: int = 20000) -> None:
+        self._cache: OrderedDict[str, _Statement | None] = OrderedDict()
+        self.limit = limit
+        self.parsed = 0  # statements parsed (for tests and benchmarks)
+
+    def _statement(self, text: str) -> _Statement | None:
+        if text in self._cache:
+            self._cache.move_to_end(text)
+            return self._cache[text]
+        self.parsed += 1
+        try:
+            module = cst.parse_module(text)
+            stmt: _Statement | None = _Statement(text, module) if module.body else None
+        except (cst.ParserSyntaxError, RecursionError):
+            stmt = None  # parses only in context (or not at all): the whole-file way
+        self._cache[text] = stmt
+        while len(self._cache) > self.limit:
+            self._cache.popitem(last=False)
+        return stmt
+
+    # -- lint ---------------------------------------------------------------------------
+
+    def lint(self, source: str, path: str, rules: list, superseded: Callable[[], bool] = lambda: False) -> Lint | None:
+        """What `engine.lint_source(source, path, rules, reduce=True)` returns, incrementally;
+        None as soon as `superseded()` says a newer text makes this lint useless."""
+        if not files.may_hold_site(source):
+            return Lint(FileResult(path, source, [], parsed=False), [])
+        scan = quickscan.scan(source)
+        if scan is not None and not scan.relevant:
+            return Lint(FileResult(path, source, [], parsed=False), [])
+        if superseded():
+            return None
+        placed = self._split(scan.reduced, scan.tree) if scan is not None and scan.tree is not None else None
+        if placed is None:
+            return Lint(engine.lint_source(source, path, rules, reduce=True), None)
+        if superseded():
+            return None
+        module = cst.Module(body=[node for p in placed for node in p.statement.module.body])
+        result = engine.analyse(module, source, path, list(rules), full_tree=False,
+                                positions=lambda nodes: self._positions(placed, nodes))
+        return Lint(result, placed)
+
+    def _split(self, reduced: str, tree: ast.Module) -> list[_Placed] | None:
+        lines = _lines(reduced)
+        spans: list[list[int]] = []
+        for stmt in tree.body:
+            first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+            last = stmt.end_lineno or stmt.lineno
+            if spans and first <= spans[-1][1]:  # `a = 1; b = 2`: one line, one libcst statement
+                spans[-1][1] = max(spans[-1][1], last)
+            else:
+                spans.append([first, last])
+        placed = []
+        for first, last in spans:
+            text = "".join(lines[first - 1 : last])
+            if not text.strip():
+                continue  # blanked by the quick scan
+            stmt = self._statement(text)
+            if stmt is None:
+                return None
+            placed.append(_Placed(stmt, first))
+        return placed
+
+    def _positions(self, placed: list[_Placed], nodes: list[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
+        out: dict[cst.CSTNode, CodeRange] = {}
+        for node in nodes:
+            if node in out:
+                continue
+            for p in placed:
+                if id(node) in p.statement.ids:
+                    where = p.statement.positions[node]
+                    shift = p.first_line - 1
+                    out[node] = CodeRange(CodePosition(where.start.line + shift, where.start.column),
+                                          CodePosition(where.end.line + shift, where.end.column))
+                    break
+            else:
+                raise LookupError("a finding points outside the module's statements")
+        return out
+
+
+@dataclass(eq=False)
+class Lint:
+    result: FileResult
+    placed: list[_Placed] | None  # None: linted the whole-file way (no statements to splice)
+
+    def fixed_text(self, d: Diagnostic, rules: list) -> str | None:
+        """The buffer with `d`'s fix applied, or None when `cglint --fix` would not apply it
+        (display-only, or the result would not parse or compile)."""
+        from cglint import fix as fixing
+
+        fix = d.fix
+        if fix is None or not d.is_fixable(unsafe=True):
+            return None
+        source = self.result.source
+        if self.placed is None or not fix.edits:
+            return self._whole_file(d, rules)
+        wanted = {id(old) for old, _ in fix.edits}
+        touched = [p for p in self.placed if wanted & p.statement.ids]
+        if sum(len(wanted & p.statement.ids) for p in touched) != len(wanted):
+            return self._whole_file(d, rules)  # an edit of the module itself
+        lines = _lines(source)
+        new_lines = list(lines)
+        for p in sorted(touched, key=lambda p: p.first_line, reverse=True):
+            new = fix.apply(p.statement.module).code
+            if fixing.check_source(new) is not None:
+                return None
+            count = len(_lines(p.statement.text))
+            old = "".join(lines[p.first_line - 1 : p.first_line - 1 + count])
+            if old.rstrip("\r\n") != p.statement.text.rstrip("\r\n"):
+                return self._whole_file(d, rules)  # line endings libcst normalised: be exact
+            if not new.endswith(("\n", "\r")) and old.endswith(("\n", "\r")):
+                new += old[len(old.rstrip("\r\n")):]
+            new_lines[p.first_line - 1 : p.first_line - 1 + count] = [new]
+        text = "".join(new_lines)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compile(text, self.result.path or "<fixed>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return None
+        return text
+
+    def _whole_file(self, d: Diagnostic, rules: list) -> str | None:
+        from cglint import fix as fixing
+
+        full = engine.lint_source(self.result.source, self.result.path, rules)
+        same = [f for f in full.diagnostics if f.is_fixable(unsafe=True) and _where(f) == _where(d)]
+        if not same or full.module is None:
+            return None
+        return fixing.validated(full.module, same[0].fix, self.result.path)[0]  # type: ignore[arg-type]
+
+
+# Lines as Python numbers them (`\n`, `\r\n`, `\r`; str.splitlines also breaks at form feeds).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def _lines(text: str) -> list[str]:
+    return _LINE.findall(text)
+
+
+def _where(d: Diagnostic) -> tuple:
+    return (d.code, d.line, d.column, d.end_line, d.end_column, d.message)
