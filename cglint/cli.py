@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     fix.add_argument("--unsafe-fixes", action="store_true", help="apply (or offer) unsafe fixes as well")
     fix.add_argument("--diff", action="store_true", help="print the fixes as a unified diff and write nothing")
+    fix.add_argument("--show-fixes", action="store_true", help="with --fix or --diff: list the fixes per file and rule")
     fix.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for every current finding")
     out = p.add_argument_group("output")
     out.add_argument("--output-format", choices=FORMAT_NAMES, default="text")
@@ -159,12 +160,14 @@ def _run(argv: list[str] | None) -> int:
     would_change = 0
     diffs: list[str] = []
     noqa_added = 0
+    shown: list[tuple[str, list[tuple[str, str]]]] = []  # --show-fixes: (path, [(code, name)])
     try:
         for path in files.discover(paths, settings.is_excluded, settings.force_exclude):
             rules = settings.rules_for(path)
             if fixing:
                 outcome = _fix_one(path, rules, args)
                 fixed += len(outcome.applied)
+                shown.append((path, [(a.code, a.name) for a in outcome.applied]))
                 if outcome.changed:
                     would_change += 1
                     if args.diff:
@@ -189,12 +192,21 @@ def _run(argv: list[str] | None) -> int:
     if args.add_noqa:
         print(f"Added {_plural(noqa_added, 'noqa directive')}.", file=sys.stderr)
         return EXIT_CLEAN
+    if args.show_fixes and fixing:
+        _show_fixes(shown, would=args.diff, to_stdout=not args.diff and args.output_format == "text"
+                    and not args.output_file and not args.statistics)
     if args.diff:
         sys.stdout.write("".join(diffs))
         print(f"Would fix {_plural(fixed, 'problem')}" + (f" in {_plural(would_change, 'file')}." if fixed else "."),
               file=sys.stderr)
         return EXIT_FINDINGS if would_change and not args.exit_zero else EXIT_CLEAN
     return _report(args, settings, results, fixed)
+
+
+def _show_fixes(shown, would: bool, to_stdout: bool) -> None:
+    from cglint.report import show_fixes
+
+    (sys.stdout if to_stdout else sys.stderr).write(show_fixes.render(shown, would=would))
 
 
 def _fix_one(path: str, rules, args):
@@ -293,6 +305,8 @@ def _run_stdin(args, settings) -> int:
     try:
         if args.fix or args.diff:
             outcome = fix.fix_source(source, name, rules, unsafe=args.unsafe_fixes)
+            if args.show_fixes:
+                _show_fixes([(name, [(a.code, a.name) for a in outcome.applied])], would=args.diff, to_stdout=False)
             if args.diff:
                 sys.stdout.write(_diff(name, source, outcome.new_source) if outcome.changed else "")
                 return EXIT_FINDINGS if outcome.changed and not args.exit_zero else EXIT_CLEAN
