@@ -64,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--output-file", metavar="PATH", help="write the report to PATH (atomically) instead of stdout")
     out.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    base = p.add_argument_group("baseline (adopting cglint on existing code)")
+    base.add_argument("--write-baseline", metavar="FILE", help="record every current finding in FILE and exit 0")
+    base.add_argument("--baseline", metavar="FILE",
+                      help="report only findings not recorded in FILE (default: [tool.cglint] baseline)")
+    base.add_argument("--no-baseline", action="store_true", help="ignore the configured baseline")
+    base.add_argument("--prune-baseline", action="store_true",
+                      help="with a baseline: rewrite it without its stale entries (those matching no finding)")
     rt = p.add_argument_group("runtime check (needs the runtime extra: TensorFlow)")
     # `--runtime` takes no separate value (a path may follow it); `--runtime=all` is spelled
     # with `=` and rewritten to `--runtime-scope all` before parsing.
@@ -243,9 +250,52 @@ def _add_noqa(path: str, result) -> int:
     return changed
 
 
+def _apply_baseline(args, settings, results) -> int | None:
+    """--write-baseline (returns the exit status), or hide what the baseline records (None:
+    go on reporting)."""
+    from cglint.baseline import Baseline, BaselineError
+
+    if args.write_baseline:
+        baseline = Baseline.from_results(args.write_baseline, results)
+        try:
+            baseline.write()
+        except OSError as exc:
+            return _fail(f"{args.write_baseline}: cannot write: {exc.strerror}")
+        total = sum(baseline.counts.values())
+        print(f"Wrote {_plural(total, 'finding')} to the baseline {args.write_baseline}.", file=sys.stderr)
+        return EXIT_CLEAN
+    where = None if args.no_baseline else (args.baseline or settings.baseline)
+    if where is None:
+        if args.prune_baseline:
+            return _fail("--prune-baseline needs a baseline (--baseline FILE or [tool.cglint] baseline)")
+        return None
+    try:
+        baseline = Baseline.load(where)
+    except BaselineError as exc:
+        return _fail(str(exc))
+    outcome = baseline.filter(results)
+    note = f"{_plural(outcome.hidden, 'finding')} hidden by the baseline {where}"
+    if outcome.stale_count:
+        if args.prune_baseline:
+            try:
+                baseline.pruned(outcome.stale).write()
+            except OSError as exc:
+                return _fail(f"{where}: cannot write: {exc.strerror}")
+            note += f"; pruned {_plural(outcome.stale_count, 'stale entry').replace('entrys', 'entries')}"
+        else:
+            note += (f"; {_plural(outcome.stale_count, 'stale entry').replace('entrys', 'entries')} (fixed or gone: "
+                     f"--prune-baseline drops them)")
+    print(note + ".", file=sys.stderr)
+    return None
+
+
 def _report(args, settings, results, fixed: int) -> int:
     from cglint import fix as fixmod
     from cglint.report import Context, render, statistics
+
+    done = _apply_baseline(args, settings, results)
+    if done is not None:
+        return done
 
     runtime = None
     if args.runtime:
