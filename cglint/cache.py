@@ -125,7 +125,7 @@ def usable_for(*, fixing: bool, runtime: bool, add_noqa: bool, output_format: st
 # Settings fields that cannot change a file's findings once its codes are known (the codes are
 # part of each entry's key): selection layers, file discovery, the runtime check.
 _NOT_ANALYSIS = frozenset({"root", "config_file", "select", "ignore", "extend_select", "layers", "per_file_ignores",
-                           "exclude", "extend_exclude", "force_exclude", "runtime"})
+                           "exclude", "extend_exclude", "force_exclude", "runtime", "baseline"})
 
 
 def settings_key(settings: Any) -> str:
