@@ -429,6 +429,11 @@ def _wanted(kind: str, only: Sequence[str] | None) -> bool:
     return any(not k or kind == k or kind.startswith(k + ".") for k in only)
 
 
+def _identity(d: lsp.Diagnostic) -> tuple:
+    r = d.range
+    return (str(d.code), r.start.line, r.start.character, r.end.line, r.end.character, d.message)
+
+
 def _overlaps(a: lsp.Range, b: lsp.Range) -> bool:
     def key(p: lsp.Position) -> tuple[int, int]:
         return (p.line, p.character)
@@ -558,7 +563,12 @@ def build_server() -> CglintServer:
         only = params.context.only
         actions: list[lsp.CodeAction] = []
         if _wanted(lsp.CodeActionKind.QuickFix, only):
-            here = [i for i, diag in enumerate(lint.diagnostics) if _overlaps(diag.range, params.range)]
+            # The diagnostics under the cursor or selection, and those the client names in
+            # `context.diagnostics` (Neovim and VS Code send every diagnostic on the cursor
+            # line), matched to this lint by code, range and message (as ruff's server does).
+            named = {_identity(d) for d in params.context.diagnostics or () if d.source in (None, "cglint")}
+            here = [i for i, diag in enumerate(lint.diagnostics)
+                    if _overlaps(diag.range, params.range) or _identity(diag) in named]
             fixes = [await ls.quick_fix(buffer, lint, i) for i in here]
             noqas = [ls.suppress(buffer, lint, i) for i in here]
             actions += [a for a in fixes + noqas if a is not None]
