@@ -35,14 +35,17 @@ class Scan:
     tree: ast.Module | None = field(default=None, repr=False)  # Python's parse (the language server splits by it)
 
 
-def scan(source: str) -> Scan | None:
-    """None when Python's parser rejects the source (libcst then reports CG000 precisely)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escapes etc. are not ours to print
-            tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+def scan(source: str, tree: ast.Module | None = None) -> Scan | None:
+    """None when Python's parser rejects the source (libcst then reports CG000 precisely).
+    `tree`: Python's parse of `source` when the caller has it (the language server assembles
+    it statement by statement)."""
+    if tree is None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # invalid escapes etc. are not ours to print
+                tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
     statements = list(_statements(tree.body))
     imports = _imports(statements)
     imports_tf = any(q == "tensorflow" or q.startswith("tensorflow.") for q in imports.values())

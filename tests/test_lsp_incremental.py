@@ -9,6 +9,7 @@ reduction) and the quick fixes must equal what `cglint --fix` would write.
 
 from __future__ import annotations
 
+import ast
 import random
 from pathlib import Path
 
@@ -55,14 +56,20 @@ def test_random_edits_match_a_full_lint(seed):
     rules = list(ALL_RULES)
     analysis = Analysis()
     text = MODULE
+    previous = None  # the lint of the previous text, as the server keeps it per buffer
     edits = 260  # two seeds: 520 edits
     fixes_checked = 0
     for n in range(edits):
         # Mostly a walk of edits on the current text; sometimes back to a clean module, as
         # when a user undoes, so both broken and valid states get their share.
         text = _edit(rng, text if rng.random() < 0.93 else MODULE)
-        incremental = analysis.lint(text, "m.py", rules)
+        incremental = analysis.lint(text, "m.py", rules, previous=previous)
+        previous = incremental
         expected = engine.lint_source(text, "m.py", rules, reduce=True)
+        if n % 5 == 0 and incremental.chunks is not None:
+            # Python's parse assembled from the chunks is Python's parse of the text.
+            assembled = ast.Module(body=[s for c in incremental.chunks for s in c.statements], type_ignores=[])
+            assert ast.dump(assembled, include_attributes=True) == ast.dump(ast.parse(text), include_attributes=True)
         assert _facts(incremental.result) == _facts(expected), f"edit {n}:\n{text}"
         if n % 25 == 0:
             # One edit away from the clean module: findings on the full tree, and the fixes.
@@ -84,6 +91,6 @@ def test_an_edit_parses_only_the_statement_it_changes():
     assert parsed > 10 and first.result.diagnostics
     edited = MODULE.replace("tf.math.sigmoid(out)", "tf.math.sigmoid(out )", 1)
     assert edited != MODULE
-    second = analysis.lint(edited, "m.py", rules)
+    second = analysis.lint(edited, "m.py", rules, previous=first)
     assert analysis.parsed == parsed + 1
     assert _facts(second.result) == _facts(engine.lint_source(edited, "m.py", rules))

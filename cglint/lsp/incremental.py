@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -69,6 +70,119 @@ class _Statement:
 
 
 @dataclass(eq=False)
+class _Chunk:
+    """A run of whole lines of the buffer holding one top-level statement (or none: blank and
+    comment lines at the end), with Python's parse of it. Line numbers in `statements` are
+    absolute for `first_line` and are shifted when an edit above moves the chunk."""
+
+    text: str
+    first_line: int
+    lines: int
+    statements: list[ast.stmt]
+
+
+def _chunks(text: str, tree: ast.Module, first_line: int = 1) -> list[_Chunk]:
+    """`text` (starting at line `first_line` of the buffer; `tree` is its parse, numbered from
+    there) cut before each top-level statement (decorators included)."""
+    lines = _lines(text)
+    starts: list[int] = []
+    groups: list[list[ast.stmt]] = []
+    last_end = 0
+    for stmt in tree.body:
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))]) - first_line + 1
+        if groups and first <= last_end:  # `a = 1; b = 2`: one line, one chunk
+            groups[-1].append(stmt)
+        else:
+            starts.append(first)
+            groups.append([stmt])
+        last_end = max(last_end, (stmt.end_lineno or stmt.lineno) - first_line + 1)
+    if not starts:
+        return [_Chunk(text, first_line, len(lines), [])]
+    starts[0] = 1  # leading comments and blank lines go with the first statement
+    out = []
+    for k, (start, group) in enumerate(zip(starts, groups)):
+        end = starts[k + 1] - 1 if k + 1 < len(starts) else len(lines)
+        out.append(_Chunk("".join(lines[start - 1 : end]), first_line + start - 1, end - start + 1, group))
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    low, high = 0, limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def python_parse(source: str, previous: Lint | None) -> tuple[ast.Module | None, list[_Chunk] | None]:
+    """Python's parse of `source`, reusing the previous version's chunks outside the edit.
+
+    The edit is where the texts differ (common prefix and suffix); the chunks it touches are
+    parsed again, alone. Chunks begin at the start of a top-level statement, where the tokenizer
+    holds no state (no open bracket, string or continuation, indentation 0), so a run of chunks
+    that parses alone and ends at a line end parses the same inside the module; anything else
+    (the run does not parse alone, or leaves a line open) is parsed whole."""
+    old = previous.source if previous is not None else None
+    chunks = previous.chunks if previous is not None else None
+    if old is not None and chunks and old != source:
+        prefix = _common_prefix(old, source)
+        suffix = _common_suffix(old, source, min(len(old), len(source)) - prefix)
+        offsets, at = [], 0
+        for c in chunks:
+            offsets.append(at)
+            at += len(c.text)
+        first = max([k for k, start in enumerate(offsets) if start <= prefix] or [0])
+        if prefix == offsets[first] and first > 0:
+            first -= 1  # an edit at a chunk's very start may join the line before it
+        old_end = len(old) - suffix
+        last = max(k for k, start in enumerate(offsets) if start < max(old_end, offsets[first] + 1))
+        while True:
+            start, end = offsets[first], offsets[last] + len(chunks[last].text)
+            dirty = source[start : len(source) - (len(old) - end)]
+            if last + 1 >= len(chunks) or dirty.endswith(("\n", "\r")):
+                break
+            last += 1  # the edit left its last line open: it runs into the next chunk
+        first_line = chunks[first].first_line
+        # An edit that adds or removes lines moves every chunk below it: parsed whole (the
+        # chunks' trees are shared with the previous lint and are never renumbered in place).
+        same_lines = len(_lines(dirty)) == sum(c.lines for c in chunks[first : last + 1])
+        tree = _parse(dirty) if same_lines else None
+        if tree is not None:
+            if first_line > 1:
+                ast.increment_lineno(tree, first_line - 1)
+            middle = _chunks(dirty, tree, first_line)
+            new_chunks = chunks[:first] + middle + chunks[last + 1 :]
+            return ast.Module(body=[s for c in new_chunks for s in c.statements], type_ignores=[]), new_chunks
+    tree = _parse(source)
+    if tree is None:
+        return None, None
+    return tree, _chunks(source, tree)
+
+
+@dataclass(eq=False)
 class _Placed:
     statement: _Statement
     first_line: int  # 1-based line of the buffer where the statement's text starts
@@ -99,25 +213,40 @@ class Analysis:
 
     # -- lint ---------------------------------------------------------------------------
 
-    def lint(self, source: str, path: str, rules: list, superseded: Callable[[], bool] = lambda: False) -> Lint | None:
-        """What `engine.lint_source(source, path, rules, reduce=True)` returns, incrementally;
-        None as soon as `superseded()` says a newer text makes this lint useless."""
+    def lint(self, source: str, path: str, rules: list, superseded: Callable[[], bool] = lambda: False,
+             previous: Lint | None = None) -> Lint | None:
+        """What `engine.lint_source(source, path, rules, reduce=True)` returns, incrementally
+        (`previous`: the lint of the buffer's previous text); None as soon as `superseded()`
+        says a newer text makes this lint useless."""
         if not files.may_hold_site(source):
             return Lint(FileResult(path, source, [], parsed=False), [])
-        scan = quickscan.scan(source)
+        tree, chunks = python_parse(source, previous)
+        scan = quickscan.scan(source, tree) if tree is not None else None
         if scan is not None and not scan.relevant:
-            return Lint(FileResult(path, source, [], parsed=False), [])
+            return Lint(FileResult(path, source, [], parsed=False), [], chunks)
         if superseded():
             return None
         placed = self._split(scan.reduced, scan.tree) if scan is not None and scan.tree is not None else None
         if placed is None:
-            return Lint(engine.lint_source(source, path, rules, reduce=True), None)
+            return Lint(engine.lint_source(source, path, rules, reduce=True), None, chunks)
         if superseded():
             return None
-        module = cst.Module(body=[node for p in placed for node in p.statement.module.body])
-        result = engine.analyse(module, source, path, list(rules), full_tree=False,
-                                positions=lambda nodes: self._positions(placed, nodes))
-        return Lint(result, placed)
+        rules = list(rules)
+        if (previous is not None and previous.raw is not None and previous.reduced == scan.reduced
+                and previous.rules == rules and previous.result.path == path):
+            # The edit changed only statements no rule looks at (the quick scan blanked them):
+            # the same findings at the same places; only `# noqa` is read again.
+            raw, placed, model = previous.raw, previous.placed, previous.result.model
+        else:
+            module = cst.Module(body=[node for p in placed for node in p.statement.module.body])
+            unsuppressed = engine.analyse(module, source, path, rules, full_tree=False, apply_noqa=False,
+                                          positions=lambda nodes: self._positions(placed, nodes))
+            raw, model = unsuppressed.diagnostics, unsuppressed.model
+            if not unsuppressed.parsed:  # "nesting too deep": nothing to reuse
+                return Lint(unsuppressed, None, chunks)
+        kept, notes = engine._unsuppressed(list(raw), source)
+        result = FileResult(path, source, kept, parsed=True, model=model, warnings=notes)
+        return Lint(result, placed, chunks, reduced=scan.reduced, raw=raw, rules=rules)
 
     def _split(self, reduced: str, tree: ast.Module) -> list[_Placed] | None:
         lines = _lines(reduced)
@@ -161,6 +290,14 @@ class Analysis:
 class Lint:
     result: FileResult
     placed: list[_Placed] | None  # None: linted the whole-file way (no statements to splice)
+    chunks: list[_Chunk] | None = None  # Python's parse, by statement, for the next edit
+    reduced: str | None = None  # the quick scan's reduced text, and the findings on it before
+    raw: list[Diagnostic] | None = None  # `# noqa`: an edit that leaves it alone reuses them
+    rules: list | None = None
+
+    @property
+    def source(self) -> str:
+        return self.result.source
 
     def fixed_text(self, d: Diagnostic, rules: list) -> str | None:
         """The buffer with `d`'s fix applied, or None when `cglint --fix` would not apply it

@@ -237,7 +237,8 @@ class CglintServer(LanguageServer):
             started = time.perf_counter()
             # What `engine.lint_source(text, path, rules, reduce=True)` gives, re-parsing only
             # the statements this edit changed (cglint.lsp.incremental).
-            incremental = self.analysis.lint(text, path, rules, superseded)
+            previous = buffer.lint.incremental if buffer.lint is not None else None
+            incremental = self.analysis.lint(text, path, rules, superseded, previous)
             if incremental is None:
                 log.debug("lint of %s v%s superseded", buffer.uri, buffer.version)
                 return None
