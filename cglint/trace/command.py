@@ -9,6 +9,7 @@ otherwise 1 if a custom gradient is `mismatch` or `error`, else 0.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -86,7 +87,7 @@ def main(argv: list[str]) -> int:
         results, runtime = trace_report.build(functions, settings)
     finally:
         shutil.rmtree(events_dir, ignore_errors=True)
-    status = _render(args, settings, results, runtime)
+    status = _render(args, settings, results, runtime, command, rc)
     if status is not None:
         return status
     if rc != 0:
@@ -109,7 +110,7 @@ def _run(command: list[str], env: dict) -> int | None:
     return 128 - rc if rc < 0 else rc
 
 
-def _render(args, settings, results, runtime) -> int | None:
+def _render(args, settings, results, runtime, command, rc) -> int | None:
     from cglint import fix as fixmod
     from cglint.report import Context, render
     from cglint.trace import report as trace_report
@@ -119,9 +120,13 @@ def _render(args, settings, results, runtime) -> int | None:
         text = ""
         if runtime:
             text = render("text", results, Context(root=root, runtime=runtime))
-        text += trace_report.summary_line(runtime) + "\n"
+        text += trace_report.summary_line(runtime, rc) + "\n"
     else:
         text = render(args.output_format, results, Context(root=root, runtime=runtime))
+        if args.output_format == "json":  # what ran and how it ended, next to the verdicts
+            obj = json.loads(text)
+            obj["trace"] = {"command": command, "exit_status": rc}
+            text = json.dumps(obj, indent=2) + "\n"
     if args.output_file:
         try:
             fixmod.write_atomic(args.output_file, text)

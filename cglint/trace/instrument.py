@@ -75,14 +75,19 @@ def _code(f) -> Any:
     return getattr(getattr(f, "__func__", f), "__code__", None)
 
 
-def _library_dirs() -> tuple[str, ...]:
-    """Custom gradients of TensorFlow, Keras and cglint itself are not the user's."""
-    dirs = []
-    for name in ("tensorflow", "keras", "tf_keras", "cglint"):
-        mod = sys.modules.get(name)
-        for p in getattr(mod, "__path__", None) or []:
-            dirs.append(os.path.realpath(p) + os.sep)
-    return tuple(dirs)
+_LIBRARIES = ("tensorflow", "keras", "tf_keras")
+_OWN_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def is_library(path: str) -> bool:
+    """Custom gradients of TensorFlow, Keras and cglint itself are not the user's (Keras is
+    often imported after TensorFlow, so this goes by path, not by loaded packages)."""
+    path = os.path.realpath(path)
+    if path.startswith(_OWN_DIR):
+        return True
+    parts = path.split(os.sep)
+    return any(parts[i] in ("site-packages", "dist-packages") and parts[i + 1] in _LIBRARIES
+               for i in range(len(parts) - 1))
 
 
 def _is_tensor(x) -> bool:
@@ -169,7 +174,6 @@ class Tracer:
         self.records: dict[Any, _Record | None] = {}
         self.local = threading.local()
         self.lock = threading.RLock()
-        self.lib_dirs: tuple[str, ...] = ()
         self.finished = False
         self._atexit = False
 
@@ -194,8 +198,7 @@ class Tracer:
             return self.records[code]
         except KeyError:
             pass
-        path = os.path.realpath(code.co_filename)
-        user = not path.startswith(self.lib_dirs) and not code.co_filename.startswith("<")
+        user = not code.co_filename.startswith("<") and not is_library(code.co_filename)
         rec = _Record(code, f) if user else None
         with self.lock:
             self.records.setdefault(code, rec)
@@ -314,8 +317,7 @@ class Tracer:
             self.local.busy = True
             try:
                 with _quiet(), _rng_preserved(), _no_new_variables():
-                    from cglint.runtime.check import check_gradient
-
+                    check_gradient = _import_check()
                     fn = functools.partial(f, **kwargs) if kwargs else f
                     box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional).to_dict()
             except BaseException as e:  # the check must never reach the user's program
@@ -330,6 +332,23 @@ class Tracer:
             report = {**report, "verdict": "skipped", "detail": "not checked: the forward creates a "
                       "tf.Variable on every call, and checking it would add variables to the program"}
         return report
+
+
+def _import_check():
+    """`cglint.runtime.check.check_gradient`, imported from cglint's own directory (named by
+    `cglint trace` in CGLINT_TRACE_PKG) when the program's environment has no cglint."""
+    try:
+        from cglint.runtime.check import check_gradient
+    except ImportError:
+        root = os.environ.get("CGLINT_TRACE_PKG")
+        if not root:
+            raise
+        sys.path.insert(0, root)
+        try:
+            from cglint.runtime.check import check_gradient
+        finally:
+            sys.path.remove(root)
+    return check_gradient
 
 
 def _random_inputs(sig: tuple):
@@ -472,8 +491,6 @@ def patch(module, tracer: Tracer) -> None:
     """Points `module` (tensorflow.python.ops.custom_gradient) at the tracer. Idempotent."""
     if getattr(module, "_cglint_tracer", None) is not None:
         return
-    tracer.lib_dirs = _library_dirs() + (os.path.realpath(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(module.__file__))))) + os.sep,)
     orig_eager, orig_graph = module._eager_mode_decorator, module._graph_mode_decorator
 
     eager_call = functools.partial(tracer.call, orig_eager, eager=True)

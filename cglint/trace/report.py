@@ -153,12 +153,13 @@ def failing(runtime: list[dict]) -> bool:
     return any(r["verdict"] in ("mismatch", "error") for r in runtime)
 
 
-def summary_line(runtime: list[dict]) -> str:
+def summary_line(runtime: list[dict], exit_status: int | None = None) -> str:
+    status = f" (the command exited with status {exit_status})" if exit_status is not None else ""
     if not runtime:
-        return "cglint trace: no custom gradient was called; nothing was checked."
+        return f"cglint trace: no custom gradient was called; nothing was checked{status}."
     counts: dict[str, int] = {}
     for r in runtime:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     parts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -_RANK.get(kv[0], 0)))
     n = len(runtime)
-    return f"cglint trace: {n} custom gradient{'s' if n != 1 else ''} checked: {parts}."
+    return f"cglint trace: {n} custom gradient{'s' if n != 1 else ''} checked: {parts}{status}."

@@ -8,31 +8,33 @@ that runs in the process before the program imports TensorFlow, and for an arbit
 TensorFlow's custom_gradient module when the program imports it — so a program that never
 imports TensorFlow pays nothing and TensorFlow's own import is unchanged.
 
-Only the `cglint` package is imported from cglint's installation (its directory is put on
-`sys.path` for that import and taken off again), so nothing else of cglint's environment leaks
-into the program's. A `sitecustomize` this one shadows is run afterwards.
+Nothing of cglint's environment is put on the program's `sys.path`: the instrumentation is one
+module loaded by path, and the numeric check is imported from cglint's directory only when a
+custom gradient is called (`instrument._import_check`). A `sitecustomize` this one shadows is
+run afterwards.
 """
 
 
 def _install():
+    import importlib.util
     import os
     import sys
 
     root = os.environ.get("CGLINT_TRACE_PKG")
     if not root or not os.environ.get("CGLINT_TRACE_DIR"):
         return
-    sys.path.insert(0, root)
+    # The instrumentation is loaded by path under its own name, without importing the `cglint`
+    # package: pytest warns about plugin packages imported before it starts (cglint has one).
+    # A later `import cglint.trace.instrument` (the pytest plugin) finds this same module.
+    name = "cglint.trace.instrument"
     try:
-        from cglint.trace.instrument import install_from_environment
-
-        install_from_environment()
+        spec = importlib.util.spec_from_file_location(name, os.path.join(root, "cglint", "trace", "instrument.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        module.install_from_environment()
     except Exception:
-        pass  # tracing must never stop the program
-    finally:
-        try:
-            sys.path.remove(root)
-        except ValueError:
-            pass
+        sys.modules.pop(name, None)  # tracing must never stop the program
 
 
 def _chain():
