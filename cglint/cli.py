@@ -157,7 +157,8 @@ def _run(argv: list[str] | None) -> int:
         return _run_stdin(args, settings)
 
     if args.runtime and importlib.util.find_spec("tensorflow") is None:  # children run in this interpreter
-        return _fail("--runtime needs TensorFlow in this environment: pip install 'cglint[runtime]'")
+        return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours): "
+                     "pip install tensorflow, or tensorflow-cpu")
     fixing = args.fix or args.diff
     # SARIF and JSON carry fixes as text replacements, which need the full tree; otherwise
     # libcst parses only the statements that matter (engine.lint_source, `reduce`).
