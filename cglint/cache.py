@@ -117,9 +117,11 @@ class Cache:
         self._ready = True
 
 
-def usable_for(*, fixing: bool, runtime: bool, add_noqa: bool, output_format: str) -> bool:
-    """Whether a run only reports (what the cache holds) rather than needing the parse."""
-    return not (fixing or runtime or add_noqa or output_format == "sarif")
+def usable_for(*, fixing: bool, runtime: bool, add_noqa: bool, output_format: str, unused_noqa: bool = False) -> bool:
+    """Whether a run only reports (what the cache holds) rather than needing the parse.
+    `--report-unused-noqa` judges `# noqa` comments in files that never mention
+    `custom_gradient` too, which the cache and the pool skip."""
+    return not (fixing or runtime or add_noqa or unused_noqa or output_format == "sarif")
 
 
 # Settings fields that cannot change a file's findings once its codes are known (the codes are

@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--diff", action="store_true", help="print the fixes as a unified diff and write nothing")
     fix.add_argument("--show-fixes", action="store_true", help="with --fix or --diff: list the fixes per file and rule")
     fix.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for every current finding")
+    fix.add_argument("--report-unused-noqa", action="store_true",
+                     help="report `# noqa` codes that suppress nothing (CG100; --fix removes them)")
     speed = p.add_argument_group("cache and parallelism")
     speed.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     speed.add_argument("--cache-dir", metavar="DIR",
@@ -108,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         from cglint.lsp import main as lsp_main
 
         return lsp_main(argv[1:])
+    if argv[:1] == ["trace"]:  # `cglint trace -- COMMAND`; a path named `trace` is `./trace`
+        from cglint.trace.command import main as trace_main
+
+        try:
+            return trace_main(argv[1:])
+        except KeyboardInterrupt:
+            return EXIT_ERROR
     try:
         return _run(argv)
     except KeyboardInterrupt:
@@ -136,10 +145,10 @@ def _run(argv: list[str] | None) -> int:
     from cglint import config, engine, files
 
     if args.explain:
-        from cglint.rules import CODES, rule as rule_for
+        from cglint.rules import CODES, OPT_IN, rule as rule_for
 
         code = args.explain.strip().upper()
-        if code not in CODES:
+        if code not in CODES and code not in OPT_IN:
             return _fail(f"unknown rule code: {args.explain!r} (see --list-rules)")
         sys.stdout.write(rule_for(code).documentation())
         return EXIT_CLEAN
@@ -176,7 +185,8 @@ def _run(argv: list[str] | None) -> int:
         return _run_stdin(args, settings)
 
     if args.runtime and importlib.util.find_spec("tensorflow") is None:  # children run in this interpreter
-        return _fail("--runtime needs TensorFlow in this environment: pip install 'cglint[runtime]'")
+        return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours): "
+                     "pip install tensorflow, or tensorflow-cpu")
     fixing = args.fix or args.diff
     # SARIF and JSON carry fixes as text replacements, which need the full tree; otherwise
     # libcst parses only the statements that matter (engine.lint_source, `reduce`).
@@ -192,7 +202,7 @@ def _run(argv: list[str] | None) -> int:
         from cglint import cache as caching
 
         if caching.usable_for(fixing=fixing, runtime=bool(args.runtime), add_noqa=args.add_noqa,
-                              output_format=args.output_format):
+                              output_format=args.output_format, unused_noqa=args.report_unused_noqa):
             from cglint import batch
 
             store = None if args.no_cache else caching.Cache(
@@ -200,7 +210,7 @@ def _run(argv: list[str] | None) -> int:
             results = batch.lint_paths(found, settings.codes_for, reduce=reduce, cache=store, jobs=args.jobs)
             found = []
         for path in found:
-            rules = settings.codes_for(path)
+            rules = _with_unused_noqa(settings.codes_for(path), args)
             if fixing:
                 outcome = _fix_one(path, rules, args)
                 fixed += len(outcome.applied)
@@ -238,6 +248,15 @@ def _run(argv: list[str] | None) -> int:
               file=sys.stderr)
         return EXIT_FINDINGS if would_change and not args.exit_zero else EXIT_CLEAN
     return _report(args, settings, results, fixed)
+
+
+def _with_unused_noqa(rules, args):
+    """--report-unused-noqa: CG100 joins the rules (the engine runs it after the others)."""
+    if not args.report_unused_noqa:
+        return rules
+    from cglint.rules.cg100_unused_noqa import UnusedNoqa
+
+    return [*rules, UnusedNoqa]
 
 
 def _show_fixes(shown, would: bool, to_stdout: bool) -> None:
@@ -382,7 +401,7 @@ def _run_stdin(args, settings) -> int:
         if args.fix:
             sys.stdout.write(source)
         return EXIT_CLEAN
-    rules = settings.codes_for(name) if args.stdin_filename else settings.codes
+    rules = _with_unused_noqa(settings.codes_for(name) if args.stdin_filename else settings.codes, args)
     try:
         if args.fix or args.diff:
             outcome = fix.fix_source(source, name, rules, unsafe=args.unsafe_fixes)

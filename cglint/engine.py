@@ -33,6 +33,11 @@ def lint_source(
     own (flake8)."""
     text = source
     scan = None
+    # --report-unused-noqa judges every `# noqa` comment: such files are parsed in full.
+    unused_noqa = apply_noqa and rules is not None and any(
+        getattr(r, "code", r) == "CG100" for r in rules) and noqa.mentions_noqa(source)
+    if unused_noqa:
+        prefilter = reduce = False
     if prefilter:
         if not files.may_hold_site(source):
             return FileResult(path, source, [], parsed=False)
@@ -70,11 +75,13 @@ def lint_source(
         diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, "cannot parse: nesting too deep")]
         return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
 
-    return analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=text is source)
+    result = analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=text is source,
+                     unused_noqa=unused_noqa)
+    return result
 
 
 def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = True, full_tree: bool = True,
-            positions: Callable[[list], Any] | None = None) -> FileResult:
+            positions: Callable[[list], Any] | None = None, unused_noqa: bool = False) -> FileResult:
     """A parsed module -> model -> rules -> positions -> noqa. `positions(nodes)` gives each
     finding node its CodeRange (by default libcst's position pass over `module`, paid only when
     there are findings; the language server passes positions it computed per statement).
@@ -117,6 +124,10 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
             diag.fix = finding.fix
             diags.append(diag)
     kept, notes = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+    if unused_noqa:
+        from cglint.rules import cg100_unused_noqa
+
+        kept = _sorted(kept + cg100_unused_noqa.diagnostics(path, source, module, diags, rules))
     return FileResult(path, source, kept, parsed=True, module=module if full_tree else None, model=model,
                       warnings=notes)
 
@@ -164,9 +175,9 @@ def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int,
 
 
 def _unsuppressed(diags: list[Diagnostic], source: str) -> tuple[list[Diagnostic], list[str]]:
-    from cglint.rules import RULES_BY_CODE
+    from cglint.rules import CODES, OPT_IN
 
-    return noqa.apply(diags, source, RULES_BY_CODE)
+    return noqa.apply(diags, source, {*CODES, *OPT_IN})
 
 
 def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:

@@ -34,6 +34,10 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "CG013": ("cg013_missing_decorator", "MissingDecorator"),
 }
 CODES: tuple[str, ...] = tuple(_REGISTRY)
+# Rules outside the default catalogue, run only when asked for (`--report-unused-noqa`).
+OPT_IN: dict[str, tuple[str, str]] = {
+    "CG100": ("cg100_unused_noqa", "UnusedNoqa"),
+}
 
 
 class UnknownCodeError(ValueError):
@@ -42,7 +46,7 @@ class UnknownCodeError(ValueError):
 
 def rule(code: str) -> type[Rule]:
     """The rule class for `code` (imports its module on first use). KeyError if unknown."""
-    module, name = _REGISTRY[code]
+    module, name = _REGISTRY[code] if code in _REGISTRY else OPT_IN[code]
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
 
