@@ -52,6 +52,13 @@ class Diagnostic:
     fixable: bool = False
     runtime: dict[str, Any] | None = field(default=None, compare=False)
     fix: Fix | None = field(default=None, compare=False, repr=False)
+    cell: int | None = None  # notebooks: the 1-based cell; `line`s are then lines of that cell
+
+    @property
+    def location(self) -> str:
+        """`path:line:col`, or `nb.ipynb:cell 3:4:9` in a notebook."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -66,6 +73,8 @@ class Diagnostic:
             "message": self.message,
             "fixable": self.fixable,
         }
+        if self.cell is not None:
+            out["cell"] = self.cell
         if self.runtime is not None:
             out["runtime"] = self.runtime
         return out
@@ -81,3 +90,4 @@ class FileResult:
     model: Any = field(default=None, repr=False)  # its ModuleModel, for the runtime planner
     # `line: text` notes about the file that are not findings (e.g. unknown codes in `# noqa`).
     warnings: list[str] = field(default_factory=list)
+    notebook: Any = field(default=None, repr=False)  # a cglint.notebook.Notebook for `.ipynb` files
