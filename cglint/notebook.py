@@ -517,6 +517,17 @@ def cell_diff(path: str, old: dict[int, str], new: dict[int, str]) -> str:
     return "".join(out)
 
 
+def json_edits(result: FileResult, d: Diagnostic) -> list[dict]:
+    """`cglint.fix.json_edits` for a finding in a notebook: rows of its cell, and the cell."""
+    from cglint.fix import text_edits
+
+    if result.module is None or d.fix is None:
+        return []
+    return [{"content": e.text, "location": {"row": e.start_line, "column": e.start_column},
+             "end_location": {"row": e.end_line, "column": e.end_column}, "cell": e.cell}
+            for e in cell_edits(result, text_edits(result.source, result.module, d.fix))]
+
+
 def cell_edits(result: FileResult, edits: list) -> list:
     """Text edits of the concatenated module (`cglint.fix.text_edits`) moved into their cells
     (`.cell` set, lines within it); none when one would cross a cell boundary."""
@@ -548,6 +559,8 @@ def fix_text(raw: str, path: str, rules, unsafe: bool = False):
     `source`/`new_source` are the file's text before and after and whose `result` is the lint
     of the fixed notebook; a notebook that cannot be read or rewritten is left as it is (the
     reason is a DroppedFix)."""
+    from dataclasses import replace
+
     from cglint import fix
 
     rules = list(rules)
@@ -565,7 +578,7 @@ def fix_text(raw: str, path: str, rules, unsafe: bool = False):
         dropped = [fix.DroppedFix(a.code, a.line, a.description, f"cannot write the notebook back: {exc}")
                    for a in fixed.applied]
         return fix.FixResult(path, raw, raw, [], _moved(nb, dropped), before)
-    applied = [fix.AppliedFix(a.code, nb.position(a.line)[1], a.description, a.safe) for a in fixed.applied]
+    applied = [replace(a, line=nb.position(a.line)[1]) for a in fixed.applied]
     return fix.FixResult(path, raw, new_raw, applied, _moved(nb, fixed.dropped), lint_text(new_raw, path, rules),
                          fixed.converged)
 

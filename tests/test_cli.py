@@ -18,7 +18,7 @@ def test_fixtures_report_every_code_and_exit_1():
         by_file.setdefault(d["path"], set()).add(d["code"])
         notebook = {"cell"} if d["path"].endswith(".ipynb") else set()  # a notebook's findings name the cell
         assert set(d) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity",
-                          "message", "fixable"} | notebook
+                          "message", "fixable", "fix"} | notebook
     from cglint.rules import ALL_RULES
 
     every = {r.code for r in ALL_RULES}
