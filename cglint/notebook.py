@@ -570,8 +570,7 @@ def fix_text(raw: str, path: str, rules, unsafe: bool = False):
         return fix.FixResult(path, raw, raw, [], [], before)
     fixed = fix.fix_source(nb.code, path, rules, unsafe)
     if not fixed.changed:
-        result = lint_text(raw, path, rules)
-        return fix.FixResult(path, raw, raw, [], _moved(nb, fixed.dropped), result, fixed.converged)
+        return fix.FixResult(path, raw, raw, [], _moved(nb, fixed.dropped), before, fixed.converged)
     try:
         new_raw, _ = nb.rewrite(fixed.new_source)
     except NotebookError as exc:
