@@ -260,3 +260,21 @@ def test_stdin_with_a_notebook_filename():
     fixed = cglint("-", "--stdin-filename", "nb.ipynb", "--fix", stdin=NB.read_text())
     nbformat.validate(nbformat.reads(fixed.stdout, as_version=4))
     assert '"    @tf.function\\n"' not in fixed.stdout
+
+
+def test_baseline_keys_cell_lines_and_gitlab_points_at_the_file(tmp_path):
+    work = tmp_path / "nb.ipynb"
+    shutil.copy(NB, work)
+    assert cglint("--write-baseline", "baseline.json", "nb.ipynb", cwd=tmp_path).returncode == 0
+    # A new cell above the op and a new bug in a new cell: only the new one is reported.
+    nb = nbformat.read(work, as_version=4)
+    nb.cells.insert(3, nbformat.v4.new_code_cell("scale = 2.0", id="scale"))
+    nb.cells.append(nbformat.v4.new_code_cell(OP.replace("def op", "def op2"), id="op2"))
+    nbformat.write(nb, work)
+    run = cglint("--baseline", "baseline.json", "--output-format", "concise", "nb.ipynb", cwd=tmp_path)
+    assert [line.split(" ")[:3] for line in run.stdout.splitlines()] == [
+        ["nb.ipynb:cell", "7:4:9:", "CG004"], ["nb.ipynb:cell", "7:5:31:", "CG005"]], run.stdout
+    issues = json.loads(cglint("--output-format", "gitlab", "nb.ipynb", cwd=tmp_path).stdout)
+    lines = work.read_text().splitlines()
+    first = issues[0]["location"]["lines"]["begin"]
+    assert lines[first - 1].strip() == '"    @tf.function\\n",'
