@@ -37,6 +37,8 @@ def render(results: list[FileResult], context=None) -> str:
             against = f" vs {r['reference']}" if r.get("reference") else ""
             cell = f"cell {r['cell']}:" if r.get("cell") is not None else ""
             out.append(f"  {r['path']}:{cell}{r['line']}: {r['function']}: {r['verdict']}{against}: {r.get('detail') or ''}")
+            if r.get("checked"):  # `cglint trace`: how the function was checked
+                out.append(f"      ({r['checked']})")
         out.append("")
     out.extend(summary(results, fixed, unsafe))
     return "\n".join(out) + "\n"
