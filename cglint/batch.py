@@ -44,6 +44,9 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
     todo: list[tuple[int, str, str, list[str]]] = []
     for i, path in enumerate(paths):
         codes = codes_for(path)
+        if path.endswith(".ipynb"):  # notebooks: linted here, as cglint.notebook does (not cached)
+            results[i] = engine.lint_file(path, codes, reduce=reduce)
+            continue
         try:
             source = files.read_source(path)
         except files.UndecodableError:

@@ -133,6 +133,11 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
 
 
 def lint_file(path: str, rules: Rules | None = None, reduce: bool = False) -> FileResult:
+    if path.endswith(".ipynb"):  # a notebook: its code cells as one module (cglint.notebook)
+        from cglint import notebook
+        from cglint.rules import CODES, rules as rule_classes
+
+        return notebook.lint_file(path, rule_classes(CODES if rules is None else rules), reduce=reduce)
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:
