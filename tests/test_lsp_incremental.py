@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cglint import engine
+from cglint.lsp import text as txt
 from cglint.lsp.incremental import Analysis
 from cglint.rules import ALL_RULES
 
@@ -76,6 +77,10 @@ def test_random_edits_match_a_full_lint(seed):
             near = analysis.lint(_edit(rng, MODULE), "m.py", rules)
             full = engine.lint_source(near.result.source, "m.py", rules)
             assert _facts(near.result) == _facts(full), f"edit {n} (full tree):\n{near.result.source}"
+            for d in near.result.diagnostics if near.chunks else ():  # "Suppress" tokenizes one statement
+                chunk = next(c for c in near.chunks if c.first_line <= d.line < c.first_line + c.lines)
+                assert txt.noqa_edit(chunk.text, d.line - chunk.first_line + 1, d.code) == txt.noqa_edit(
+                    near.result.source, d.line, d.code), (n, d)
             for d in [d for d in near.result.diagnostics if d.fix is not None][::4]:
                 assert near.fixed_text(d, rules) == near._whole_file(d, rules), (n, d)
                 fixes_checked += 1

@@ -2,11 +2,16 @@
 
 What the editor gets:
 - diagnostics for the buffer's text (not the file on disk): pushed on open, save and change
-  (debounced; a newer edit supersedes a pending or running lint), or pulled with
-  `textDocument/diagnostic` when the client supports it (then nothing is pushed);
+  (no server-side debounce by default; a newer edit supersedes a queued lint and stops a
+  running one), or pulled with `textDocument/diagnostic` when the client supports it (then
+  nothing is pushed; a cancelled pull's lint still lands in the cache). Each lint re-parses
+  only the statements an edit changed (`cglint.lsp.incremental`);
 - code actions: a rule's fix as a quick fix (preferred when safe), "suppress with
   `# noqa: CGxxx`" (merged into an existing noqa comment), and `source.fixAll.cglint`;
-- hover on a code in a `# noqa:` comment: the rule's documentation.
+- hover on a code in a `# noqa:` comment: the rule's documentation;
+- an edited pyproject.toml re-lints the open buffers: watched by the client where it can
+  (dynamic registration), else polled; pull clients get `workspace/diagnostic/refresh`, or a
+  push when they cannot be refreshed.
 
 Positions cross `text.LineIndex` (code points <-> the negotiated encoding). Rules come from
 `_workspace_rules`, fixes for "fix all" from `_fix_all`: the one place each for configuration
@@ -398,7 +403,15 @@ class CglintServer(LanguageServer):
 
     def suppress(self, buffer: Buffer, lint: Lint, index: int) -> lsp.CodeAction | None:
         d, diag = lint.result.diagnostics[index], lint.diagnostics[index]
-        where = txt.noqa_edit(lint.text, d.line, d.code)
+        # Where a comment can go needs the tokenizer: over the line's top-level statement, not
+        # the whole buffer (a statement starts with no string or bracket open, so its tokens are
+        # those of the whole file there).
+        source, line = lint.text, d.line
+        for chunk in getattr(lint.incremental, "chunks", None) or ():
+            if chunk.first_line <= line < chunk.first_line + chunk.lines:
+                source, line = chunk.text, line - chunk.first_line + 1
+                break
+        where = txt.noqa_edit(source, line, d.code)
         if where is None:
             return None
         start, end, insert = where
