@@ -94,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         from cglint.lsp import main as lsp_main
 
         return lsp_main(argv[1:])
+    if argv[:1] == ["trace"]:  # `cglint trace -- COMMAND`; a path named `trace` is `./trace`
+        from cglint.trace.command import main as trace_main
+
+        try:
+            return trace_main(argv[1:])
+        except KeyboardInterrupt:
+            return EXIT_ERROR
     try:
         return _run(argv)
     except KeyboardInterrupt:
