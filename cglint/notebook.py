@@ -294,7 +294,8 @@ class Notebook:
 def read(raw: str) -> Notebook:
     """The notebook in `raw` (the file's text). Raises NotebookError."""
     node = validate(raw)
-    language = (node.get("metadata", {}).get("language_info") or {}).get("name")
+    metadata = node.get("metadata", {})
+    language = (metadata.get("language_info") or {}).get("name") or (metadata.get("kernelspec") or {}).get("language")
     if language and language.lower() != "python":
         return Notebook([], "", raw)  # an R or Julia notebook has no Python to lint
     sources = ((i + 1, i, _joined(cell.get("source", ""))) for i, cell in enumerate(node.cells)
