@@ -138,6 +138,10 @@ def test_magics_are_masked_line_for_line():
     assert notebook.mask("%%time\nx = 1\n") == ("\nx = 1\n", frozenset({1}))
     assert notebook.mask("%%bash\necho hi\nls\n") == ("\n\n\n", frozenset({1, 2, 3}))
     assert notebook.mask("a = 1  # 100% sure\nb = a != 2\n")[1] == frozenset()
+    # As in IPython, only where a statement starts: not inside brackets, strings or a continuation.
+    python = 'msg = ("%s and %s"\n       % (a, b))\ndoc = """\n%not a magic\n"""\nn = 7 \\\n    % 3\n'
+    assert notebook.mask(python) == (python, frozenset())
+    assert notebook.mask("x = (1,\n     2)\n%time f()\n")[1] == frozenset({3})
 
 
 def test_positions_after_magics_and_markdown_cells_are_cell_lines():
