@@ -154,3 +154,59 @@ def test_fix_keeps_the_safe_keyword_construction():
     with pytest.raises(ValueError):
         Fix([], applicability="sometimes")
     assert len(ALL_RULES) > 10
+
+
+# ---- --show-fixes ---------------------------------------------------------------------------
+
+
+def test_show_fixes_lists_what_fix_changed_per_file_and_rule(tmp_path):
+    (tmp_path / "ops.py").write_text(SEED.read_text())
+    (tmp_path / "clean.py").write_text((FIXTURES / "seed" / "correct.py").read_text())
+    run = cglint("--fix", "--unsafe-fixes", "--show-fixes", "clean.py", "ops.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith(
+        "Fixed 4 problems:\n"
+        "- ops.py:\n"
+        "    1 × CG001 (nested-tf-function)\n"
+        "    1 × CG002 (flat-variable-gradients)\n"
+        "    1 × CG004 (missing-variables-parameter)\n"
+        "    1 × CG005 (output-derivative)\n\n"), run.stdout
+    assert "clean.py" not in run.stdout
+    # Nothing left to fix: nothing listed.
+    again = cglint("--fix", "--unsafe-fixes", "--show-fixes", "ops.py", cwd=tmp_path)
+    assert "Fixed" not in again.stdout and again.returncode == 0
+
+
+def test_show_fixes_with_diff_says_would_fix_on_stderr(tmp_path):
+    (tmp_path / "ops.py").write_text(SEED.read_text())
+    run = cglint("--diff", "--show-fixes", "ops.py", cwd=tmp_path)
+    assert run.returncode == 1 and run.stdout.startswith("--- a/ops.py")
+    assert "Would fix 1 problem:\n- ops.py:\n    1 × CG001 (nested-tf-function)\n" in run.stderr
+    assert (tmp_path / "ops.py").read_text() == SEED.read_text()
+
+
+# ---- the runtime extra -----------------------------------------------------------------------
+
+
+def test_runtime_extra_installs_no_tensorflow_and_ci_keeps_the_cpu_wheel():
+    import tomllib
+
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert not [r for r in extras["runtime"] if r.lower().startswith(("tensorflow", "tf-", "tf_"))]
+    assert "cglint[runtime-cpu]" in extras["test"]
+    assert any(r.startswith("tensorflow-cpu") for r in extras["runtime-cpu"])
+
+
+def test_runtime_without_tensorflow_is_a_one_line_error(monkeypatch, capsys, tmp_path):
+    import importlib.util
+
+    from cglint import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
+    (tmp_path / "ops.py").write_text(SEED.read_text())
+    assert cli.main(["--runtime", str(tmp_path / "ops.py")]) == 2
+    err = capsys.readouterr().err
+    assert err == ("cglint: error: --runtime needs TensorFlow in this environment (cglint installs none, to keep "
+                   "yours): pip install tensorflow, or tensorflow-cpu\n")
