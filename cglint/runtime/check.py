@@ -85,13 +85,15 @@ def _to_numpy(g):
 def _arg_names(forward, args) -> list[str]:
     """One display name per flattened positional input: parameter names, `x[0]` for nests."""
     try:
-        params = [p.name for p in inspect.signature(forward).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        sig = list(inspect.signature(forward).parameters.values())
     except (TypeError, ValueError):
-        params = []
+        sig = []
+    params = [p.name for p in sig if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in sig if p.kind == p.VAR_POSITIONAL), None)
     names = []
     for i, a in enumerate(args):
-        base = params[i] if i < len(params) else f"arg{i}"
+        base = params[i] if i < len(params) else \
+            f"{star}[{i - len(params)}]" if star else f"arg{i}"
         flat = tf.nest.flatten(a)
         names += [base] if len(flat) == 1 else [f"{base}[{j}]" for j in range(len(flat))]
     return names

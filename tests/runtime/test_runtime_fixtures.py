@@ -54,8 +54,18 @@ EXPECTED = {
 }
 
 
+# What the static rules say about the same modules (fixtures/ is linted as a whole by
+# tests/test_cli.py and tests/test_flake8.py): most of these bugs are only visible at runtime.
+STATIC = {"layer_norm_swap.py": {"CG006"}, "tf_function_inside.py": {"CG001"}}
+
+
 def test_every_runtime_fixture_has_an_expectation():
     assert {p.name for p in FIXTURES.glob("*.py")} == set(EXPECTED)
+
+
+def test_static_findings_on_the_runtime_fixtures():
+    found = {p.name: {d.code for d in lint_file(str(p)).diagnostics} for p in FIXTURES.glob("*.py")}
+    assert {name: codes for name, codes in found.items() if codes} == STATIC
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -122,6 +132,23 @@ def test_a_diluted_wrong_entry_is_found_by_the_float64_rerun():
     assert check_gradient(sin, x, float64_rerun=False).verdict == "match"
     r = check_gradient(lambda x: (tf.sin(x), lambda dy: dy * tf.cos(x)), x)
     assert r.verdict == "match", r.detail
+
+
+def test_float32_gradient_for_a_float64_input_and_varargs_names():
+    @tf.custom_gradient
+    def double(x):
+        return 2.0 * x, lambda dy: tf.cast(2.0 * dy, tf.float32)  # TensorFlow accepts it
+
+    r = check_gradient(double, tf.constant([0.5, -1.0], tf.float64))
+    assert r.verdict == "mismatch"
+    assert r.detail.startswith("d/x is float32 but x is float64: TensorFlow accepts the gradient")
+
+    @tf.custom_gradient
+    def total(*parts):
+        return tf.add_n(list(parts)), lambda dy: tuple(dy for _ in parts)
+
+    r = check_gradient(total, tf.ones([2]), tf.ones([2]))
+    assert r.verdict == "match" and [a.name for a in r.args] == ["parts[0]", "parts[1]"]
 
 
 def test_python_number_constants_are_not_differentiated():
