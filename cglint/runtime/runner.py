@@ -31,7 +31,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_module_checks(module_path: str, functions: list[dict], timeout: float = 60.0,
-                      seed: int = 0) -> list[dict]:
+                      seed: int = 0, cwd: str | None = None) -> list[dict]:
     """Checks `functions` of the module at `module_path` in one child process.
 
     Each entry of `functions` is a dict with `function` (qualified name: `op`, `Class.method`)
@@ -39,6 +39,7 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
     side found, for the input search), `intentional`, `rtol`, `atol`, and any keys the caller
     wants echoed back (`line`, ...). Returns one dict per entry, in order: the entry's own keys
     plus `path`, `verdict`, `reference`, `max_rel_error`, `detail`, `seed`, `args`, `inputs`.
+    The child runs in `cwd` (default: the module's directory).
     """
     functions = list(functions)
     with tempfile.TemporaryDirectory(prefix="cglint-") as tmp:
@@ -54,7 +55,7 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
             proc = subprocess.Popen(
                 [sys.executable, "-m", "cglint.runtime.child", str(req_path), str(res_path)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env=env, cwd=str(Path(module_path).resolve().parent),
+                env=env, cwd=cwd or str(Path(module_path).resolve().parent),
                 start_new_session=True)  # its own process group, so a hang is killed whole
         except OSError as e:
             return [{**f, "path": module_path, **_skipped(f"could not start the child: {e}", seed)}
@@ -75,7 +76,8 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
                 events.append(json.loads(line))
             except json.JSONDecodeError:
                 pass  # a line cut short by a crash
-    import_failed = next((e["import_failed"] for e in events if "import_failed" in e), None)
+    failure_event = next((e for e in events if "import_failed" in e), {})
+    import_failed = failure_event.get("import_failed")
     done = {e["index"]: e["result"] for e in events if "index" in e}
     out = []
     for i, f in enumerate(functions):
@@ -83,6 +85,8 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
             result = done[i]
         elif import_failed is not None:
             result = _skipped(f"import failed: {import_failed}", seed)
+            if failure_event.get("raised_in"):  # the session attributes it (session._attribute)
+                result.update(raised_in=failure_event["raised_in"], message=failure_event["message"])
         else:
             result = _skipped(failure or "no result from the child", seed)
         out.append({**f, "path": module_path, **result})
