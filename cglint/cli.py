@@ -151,9 +151,9 @@ def _run(argv: list[str] | None) -> int:
     if args.runtime and importlib.util.find_spec("tensorflow") is None:  # children run in this interpreter
         return _fail("--runtime needs TensorFlow in this environment: pip install 'cglint[runtime]'")
     fixing = args.fix or args.diff
-    # SARIF carries fixes as text replacements, which need the full tree; otherwise libcst
-    # parses only the statements that matter (engine.lint_source, `reduce`).
-    reduce = args.output_format != "sarif"
+    # SARIF and JSON carry fixes as text replacements, which need the full tree; otherwise
+    # libcst parses only the statements that matter (engine.lint_source, `reduce`).
+    reduce = args.output_format not in ("sarif", "json") or args.statistics
     results = []
     fixed = 0
     would_change = 0

@@ -77,7 +77,7 @@ def lint_source(
             seen.add(key)
             diag = _diagnostic(path, rule, where.start.line, where.start.column + 1, where.end.line,
                                where.end.column + 1, finding.message)
-            diag.fix, diag.fixable = finding.fix, finding.fix is not None
+            diag.fix = finding.fix
             diags.append(diag)
     kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
     full = text is source

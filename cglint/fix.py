@@ -6,6 +6,9 @@ Library entry points (the CLI and the language server use them):
 - `fix_source(source, path, rules, unsafe=False) -> FixResult(new_source, applied, dropped, result)`
 - `fix_file(path, rules, unsafe=False, write=True) -> FixResult` (keeps BOM, line endings, mode)
 - `text_edits(source, module, fix) -> list[TextEdit]`: a fix as replacements of the source text
+- `validated(module, fix, path) -> str | None`: one fix applied alone, or None when the result
+  would not parse or compile (the check `--fix` makes; the language server's quick fixes use it)
+- `applicable(diagnostic, unsafe)`: whether `--fix` applies a finding's fix (`Fix.applies`)
 - `write_atomic(path, data)`: temp file in the same directory, then `os.replace`
 """
 
@@ -21,7 +24,7 @@ from typing import Iterable
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from cglint.diagnostics import Diagnostic, FileResult, Fix
+from cglint.diagnostics import UNSAFE, Diagnostic, FileResult, Fix
 from cglint.rules import ALL_RULES, Rule
 
 MAX_ROUNDS = 10
@@ -33,6 +36,7 @@ class AppliedFix:
     line: int  # where the finding was, in the source of the round that fixed it
     description: str
     safe: bool
+    applicability: str = "safe"
 
 
 @dataclass
@@ -63,7 +67,7 @@ class FixResult:
 
     def hidden_unsafe(self) -> int:
         """Remaining findings with an unsafe fix that `--unsafe-fixes` would apply."""
-        return sum(1 for d in self.result.diagnostics if d.fix is not None and not d.fix.safe)
+        return sum(1 for d in self.result.diagnostics if d.fix is not None and d.fix.applicability == UNSAFE)
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ class TextEdit:
 
 
 def applicable(d: Diagnostic, unsafe: bool) -> bool:
-    return d.fix is not None and (d.fix.safe or unsafe)
+    return d.is_fixable(unsafe)
 
 
 def fix_source(
@@ -115,7 +119,8 @@ def fix_source(
         chosen, new_source = _one_round(result.module, candidates, path, dropped)
         if not chosen or new_source == current:
             break
-        applied += [AppliedFix(d.code, d.line, d.fix.description, d.fix.safe) for d in chosen]  # type: ignore[union-attr]
+        applied += [AppliedFix(d.code, d.line, d.fix.description, d.fix.safe, d.fix.applicability)  # type: ignore[union-attr]
+                    for d in chosen]
         current = new_source
         result = engine.lint_source(current, path, rules)
     return FixResult(path, source, current, applied, list(dropped.values()), result, converged)
@@ -134,7 +139,10 @@ def _one_round(
         spans = [positions.get(old) for old, _ in fix.edits]
         if not spans or any(s is None for s in spans):
             continue
-        alone = _apply(module, [fix])
+        alone, problem = validated(module, fix, path)
+        if alone is None:
+            dropped.setdefault((d.code, d.line, fix.description), DroppedFix(d.code, d.line, fix.description, problem or ""))
+            continue
         if alone in outcomes:
             # Two findings, one identical fix (e.g. CG002 and CG006 on the same return): applied
             # once, and both count as fixed, as in ruff.
@@ -142,10 +150,6 @@ def _one_round(
             continue
         if any(_overlap(a, b) for a in spans for b in taken):  # type: ignore[arg-type]
             continue  # recomputed next round, on the tree this round produces
-        problem = check_source(alone, path)
-        if problem is not None:
-            dropped.setdefault((d.code, d.line, fix.description), DroppedFix(d.code, d.line, fix.description, problem))
-            continue
         outcomes[alone] = d
         chosen.append(d)
         taken += spans  # type: ignore[arg-type]
@@ -168,6 +172,14 @@ def _overlap(a: CodeRange, b: CodeRange) -> bool:
 def _apply(module: cst.Module, fixes: list[Fix]) -> str:
     edits = [edit for fix in fixes for edit in fix.edits]
     return Fix(edits, True, "").apply(module).code
+
+
+def validated(module: cst.Module, fix: Fix, path: str = "<fixed>") -> tuple[str | None, str | None]:
+    """`fix` applied alone to `module`: (new code, None), or (None, why not) when the result would
+    not parse or compile. The check every fix passes before anyone applies it."""
+    code = _apply(module, [fix])
+    problem = check_source(code, path)
+    return (None, problem) if problem is not None else (code, None)
 
 
 def check_source(code: str, path: str = "<fixed>") -> str | None:
@@ -198,7 +210,7 @@ def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
     one per edit, in source order. Each is the smallest span where the text changes."""
     out = []
     for edit in fix.edits:
-        new = Fix([edit], fix.safe, fix.description).apply(module).code
+        new = Fix([edit], applicability=fix.applicability, description=fix.description).apply(module).code
         if new == source:
             continue
         start = 0
@@ -213,6 +225,16 @@ def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
         el, ec = _line_col(source, end_old)
         out.append(TextEdit(sl, sc, el, ec, new[start:end_new], start, end_old))
     return sorted(out, key=lambda e: e.start)
+
+
+def json_edits(source: str, module: cst.Module | None, fix: Fix) -> list[dict]:
+    """The fix's edits for JSON output, as ruff writes them: `{"content", "location": {"row",
+    "column"}, "end_location": {"row", "column"}}`, 1-based, end exclusive (empty without the
+    full tree)."""
+    if module is None:
+        return []
+    return [{"content": e.text, "location": {"row": e.start_line, "column": e.start_column},
+             "end_location": {"row": e.end_line, "column": e.end_column}} for e in text_edits(source, module, fix)]
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
@@ -273,4 +295,4 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
 
 
 __all__ = ["AppliedFix", "DroppedFix", "FixResult", "TextEdit", "applicable", "fix_file", "fix_source",
-           "text_edits", "write_atomic", "MAX_ROUNDS"]
+           "json_edits", "text_edits", "validated", "write_atomic", "MAX_ROUNDS"]

@@ -28,7 +28,8 @@ def _formatters() -> dict[str, Formatter]:
     return {
         "text": text.render,
         "concise": concise.render,
-        "json": lambda results, context=None: json_format.render(results, context.runtime if context else None),
+        "json": lambda results, context=None: json_format.render(
+            results, context.runtime if context else None, context.unsafe_fixes if context else False),
         "sarif": sarif.render,
         "github": github.render,
         "junit": junit.render,
