@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Iterable
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from cglint import files, noqa, quickscan
 from cglint.diagnostics import Diagnostic, FileResult, Finding
@@ -57,7 +56,7 @@ def lint_source(
         for rule in rules:
             findings.extend((rule, f) for f in rule().check(model))
         # Positions cost a codegen pass over the module: only paid when there is something to say.
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider) if findings else {}
+        positions = model.positions if findings else {}
     except RecursionError:
         # Pathological nesting (thousands of operators) exhausts the walk: say so for this file
         # and go on with the others.

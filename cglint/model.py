@@ -43,6 +43,20 @@ VARIABLE_CONSTRUCTORS = frozenset(
         "tensorflow.python.ops.variable_scope.get_variable",
     }
 )
+# Keras 3 variables: `keras.Variable` wraps a backing `tf.Variable` (`w.value`), and that backing
+# variable, not the wrapper, is what TensorFlow records and passes in a grad fn's `variables`.
+KERAS_VARIABLE_CONSTRUCTORS = frozenset(
+    {
+        "keras.Variable",
+        "keras.backend.Variable",
+        "keras.src.backend.Variable",
+        "keras.src.backend.common.variables.Variable",
+        "keras.src.backend.tensorflow.core.Variable",
+        "tensorflow.keras.Variable",
+    }
+)
+# Keras 2 (`tf_keras`, TF_USE_LEGACY_KERAS) layers: their `add_weight` returns a plain tf.Variable.
+_LEGACY_KERAS = ("tf_keras.", "tensorflow.python.keras.", "keras.legacy.")
 # Modules whose members are TensorFlow ops under their plain name (tf.tan, tf.math.tan, ...).
 _OP_NAMESPACES = (
     "tensorflow.math.",
@@ -103,6 +117,8 @@ class Scope:
     # Names read (load context) and `self.attr` reads directly in this scope.
     reads: list[cst.Name] = field(default_factory=list)
     attribute_reads: list[cst.Attribute] = field(default_factory=list)
+    # `a is b`, `a == b`, ... made directly in this scope (identity checks on variables).
+    comparisons: list[cst.Comparison] = field(default_factory=list)
 
     def bind(self, name: str, value: Binding) -> None:
         self.bindings.setdefault(name, []).append(value)
@@ -152,6 +168,15 @@ class Variable:
     created_by: cst.Call
     trainable: bool
     created_inside: bool  # constructed inside the forward itself
+    # A Keras 3 weight (`self.add_weight(...)`, `keras.Variable(...)`): `variables` holds its
+    # backing `w.value`, and the wrapper has no `.ref()`.
+    keras: bool = False
+
+    @property
+    def ref_code(self) -> str:
+        """The expression keying a gradient on this variable the way `v.ref()` for `v` in
+        `variables` finds it: `self.w.value.ref()` for a Keras weight, `w.ref()` otherwise."""
+        return f"{self.name}.value.ref()" if self.keras else f"{self.name}.ref()"
 
 
 @dataclass(eq=False)
@@ -347,7 +372,57 @@ class ModuleModel:
             return False
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_weight":
             return True
-        return self.qualname(call.func) in VARIABLE_CONSTRUCTORS
+        qualname = self.qualname(call.func)
+        return qualname in VARIABLE_CONSTRUCTORS or qualname in KERAS_VARIABLE_CONSTRUCTORS
+
+    def is_keras_variable_call(self, call: cst.CSTNode) -> bool:
+        """Whether `call` makes a Keras 3 variable: `keras.Variable(...)`, or `add_weight(...)`
+        (the TensorFlow 2.16+ `tf.keras` is Keras 3) outside a class built on Keras 2's
+        `tf_keras`, whose `add_weight` returns a plain `tf.Variable`."""
+        if not isinstance(call, cst.Call):
+            return False
+        if self.qualname(call.func) in KERAS_VARIABLE_CONSTRUCTORS:
+            return True
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_weight"):
+            return False
+        scope = self._scope_holding(call)
+        cls = scope.enclosing_class() if scope is not None else None
+        if cls is not None and isinstance(cls.node, cst.ClassDef):
+            bases = [self.qualname(b.value) or "" for b in cls.node.bases]
+            if any(b.startswith(_LEGACY_KERAS) for b in bases):
+                return False
+        return True
+
+    def _scope_holding(self, node: cst.CSTNode) -> Scope | None:
+        """The scope a call was recorded in (calls are indexed once, on first use)."""
+        index = self.__dict__.get("_call_scopes")
+        if index is None:
+            index = {id(call): scope for call, scope in self.all_calls}
+            self.__dict__["_call_scopes"] = index
+        return index.get(id(node))
+
+    def variable_of(self, value: Binding) -> Variable | None:
+        """The variable a bound value creates (`tf.Variable(...)`, `self.add_weight(...)`)."""
+        if not self.is_variable_call(value):
+            return None
+        return Variable("", value, _trainable(value), False, self.is_keras_variable_call(value))  # type: ignore[arg-type]
+
+    def weight(self, expr: cst.BaseExpression | None, scope: Scope) -> Variable | None:
+        """The variable an expression holds, as far as the module says: `self.w` (an attribute
+        some method of the class binds to a variable) or a name bound to one (directly, or to
+        such an attribute: `w = self.w`). `self.w.value` is the backing variable, not this."""
+        for value in self.resolve(expr, scope) if expr is not None else []:
+            found = self.variable_of(value)
+            if found is None and isinstance(value, cst.Attribute) and _is_self(value.value):
+                cls = scope.enclosing_class()
+                for bound in (cls.attributes.get(value.attr.value, []) if cls is not None else []):
+                    found = self.variable_of(bound)
+                    if found is not None:
+                        break
+            if found is not None:
+                found.name = self.module.code_for_node(expr).strip() if expr is not None else ""
+                return found
+        return None
 
     def literal_elements(self, expr: cst.BaseExpression | None, scope: Scope) -> list[cst.BaseExpression] | None:
         """Elements of a literal tuple/list, following a name bound once to one."""
@@ -531,7 +606,8 @@ class ModuleModel:
                 for value in values:
                     if self.is_variable_call(value):
                         inside = owner.within(site.scope)
-                        found[name.value] = Variable(name.value, value, _trainable(value), inside)  # type: ignore[arg-type]
+                        found[name.value] = Variable(name.value, value, _trainable(value), inside,  # type: ignore[arg-type]
+                                                     self.is_keras_variable_call(value))
                         break
             for attr in scope.attribute_reads:
                 key = f"self.{attr.attr.value}"
@@ -540,7 +616,8 @@ class ModuleModel:
                     continue
                 for value in cls.attributes.get(attr.attr.value, []):
                     if self.is_variable_call(value):
-                        found[key] = Variable(key, value, _trainable(value), False)  # type: ignore[arg-type]
+                        found[key] = Variable(key, value, _trainable(value), False,  # type: ignore[arg-type]
+                                              self.is_keras_variable_call(value))
                         break
         return list(found.values())
 
@@ -556,6 +633,19 @@ class ModuleModel:
             parents = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
             self.__dict__["_parents"] = parents
         return parents.get(node)
+
+    @property
+    def positions(self):
+        """Each node's `CodeRange` (libcst's PositionProvider), computed once per parse on first
+        use: the engine, the fixer and the runtime planner share it, and linting a clean file
+        never pays for the codegen pass it costs."""
+        positions = self.__dict__.get("_positions")
+        if positions is None:
+            from libcst.metadata import MetadataWrapper, PositionProvider
+
+            positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+            self.__dict__["_positions"] = positions
+        return positions
 
     def names_in_use(self) -> set[str]:
         """Every name bound, read or imported anywhere in the module: a fixer introducing a
@@ -925,6 +1015,9 @@ class _Collector(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         self.scope.calls.append(node)
         self.calls.append((node, self.scope))
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        self.scope.comparisons.append(node)
 
     def visit_Return(self, node: cst.Return) -> None:
         self.scope.returns.append(node)

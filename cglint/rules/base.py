@@ -5,10 +5,27 @@ check, which only asks the model questions."""
 from __future__ import annotations
 
 import inspect
-from typing import ClassVar, Iterator
+from typing import ClassVar, Iterator, Sequence
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, ModuleModel
+
+
+class Invalid(str):
+    """An INVALID example that pins what it claims, as Fixit's `Invalid(code, range,
+    expected_replacement)` does: the source, where each finding of the rule starts (`"line:col"`,
+    1-based, in order: their number is the count), and what the rule's fixes make of it
+    (`fixed`, after `--fix --unsafe-fixes` with this rule alone; None when it offers no fix).
+    It is a `str` (the source), so documentation and tools read it as the example's code."""
+
+    at: tuple[str, ...]
+    fixed: str | None
+
+    def __new__(cls, code: str, at: str | Sequence[str], fixed: str | None = None) -> "Invalid":
+        self = super().__new__(cls, code)
+        self.at = (at,) if isinstance(at, str) else tuple(at)
+        self.fixed = fixed
+        return self
 
 
 class Rule:
@@ -25,7 +42,10 @@ class Rule:
     def check(self, model: ModuleModel) -> Iterator[Finding]:
         """Module-level entry point; most rules only look at one site at a time."""
         for site in model.sites:
-            yield from self.check_site(site)
+            for finding in self.check_site(site):
+                if finding.site is None:
+                    finding.site = site
+                yield finding
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         return iter(())

@@ -5,7 +5,7 @@ from typing import Iterator
 from cglint.diagnostics import Finding
 from cglint.model import LIST, NONE, TENSOR, TUPLE, GradFn, GradientSite, GradReturn, kind_of
 from cglint.rules._fixes import input_grads_code, keyed_variable_gradients
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class FlatVariableGradients(Rule):
@@ -40,7 +40,8 @@ class FlatVariableGradients(Rule):
     summary = "Variable gradients returned flat, or not as a list, where `(input_grads, [var_grads])` is required"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
@@ -57,7 +58,27 @@ def dense_tan(x):
 
     return y, grad
 ''',
-        '''
+            at="14:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+b = tf.Variable([0.5, -0.5])
+
+@tf.custom_gradient
+def dense_tan(x):
+    z = x @ w + b
+    y = tf.tan(z)
+
+    def grad(dy, variables=None):
+        g = dy / tf.square(tf.cos(z))
+        grads_by_variable = {w.ref(): tf.transpose(x) @ g, b.ref(): tf.reduce_sum(g, 0)}
+        return g @ tf.transpose(w), [grads_by_variable[v.ref()] for v in variables]
+
+    return y, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -69,7 +90,21 @@ def scale(x):
 
     return x * w, grad
 ''',
-        '''
+            at="9:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w, [{w.ref(): dy * x}[v.ref()] for v in variables]
+
+    return x * w, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 class Scale(tf.keras.layers.Layer):
@@ -84,6 +119,22 @@ class Scale(tf.keras.layers.Layer):
 
         return x * self.k, grad
 ''',
+            at="12:13",
+            fixed='''
+import tensorflow as tf
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, shape):
+        self.k = self.add_weight(shape=())
+
+    @tf.custom_gradient
+    def call(self, x):
+        def grad(dy, variables=None):
+            dk = tf.reduce_sum(dy * x)
+            return dy * self.k, [{self.k.value.ref(): dk}[v.ref()] for v in variables]
+
+        return x * self.k, grad
+'''),
     ]
     VALID = [
         '''

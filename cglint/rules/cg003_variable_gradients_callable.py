@@ -7,7 +7,7 @@ import libcst as cst
 from cglint.diagnostics import Finding, Fix
 from cglint.model import CALLABLE, GradFn, GradientSite, kind_of
 from cglint.rules._fixes import parenthesized, variables_expr
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class VariableGradientsCallable(Rule):
@@ -38,7 +38,8 @@ class VariableGradientsCallable(Rule):
     summary = "A callable returned in place of the variable-gradient list"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -53,7 +54,24 @@ def scale(x):
 
     return x * w, grad
 ''',
-        '''
+            at="12:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        def grad_vars(variables):
+            return [tf.reduce_sum(dy * x) for v in variables]
+
+        return dy * w, grad_vars(variables)
+
+    return x * w, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -65,7 +83,21 @@ def scale(x):
 
     return x * w, grad
 ''',
-        '''
+            at="9:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w, (lambda vs: [tf.reduce_sum(dy * x)])(variables)
+
+    return x * w, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -78,6 +110,7 @@ def scale(x):
 
     return x * w, grad
 ''',
+            at="10:9"),
     ]
     VALID = [
         '''

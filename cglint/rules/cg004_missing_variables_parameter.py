@@ -5,7 +5,7 @@ from typing import Iterator
 from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite
 from cglint.rules._fixes import add_variables_parameter
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class MissingVariablesParameter(Rule):
@@ -36,7 +36,8 @@ class MissingVariablesParameter(Rule):
     summary = "The forward reads trainable variables but the grad fn takes no `variables`"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -48,7 +49,21 @@ def scale(x):
 
     return x * w, grad
 ''',
-        '''
+            at="8:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w
+
+    return x * w, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 class Scale(tf.keras.layers.Layer):
@@ -59,7 +74,20 @@ class Scale(tf.keras.layers.Layer):
     def call(self, x):
         return x * self.k, lambda dy: dy * self.k
 ''',
-        '''
+            at="10:28",
+            fixed='''
+import tensorflow as tf
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, shape):
+        self.k = self.add_weight(shape=())
+
+    @tf.custom_gradient
+    def call(self, x):
+        return x * self.k, lambda dy, variables=None: dy * self.k
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 def make():
@@ -74,6 +102,22 @@ def make():
 
     return shift
 ''',
+            at="9:13",
+            fixed='''
+import tensorflow as tf
+
+def make():
+    v = tf.Variable(1.0)
+
+    @tf.custom_gradient
+    def shift(x):
+        def grad(dy, variables=None):
+            return dy
+
+        return x + v, grad
+
+    return shift
+'''),
     ]
     VALID = [
         '''

@@ -9,7 +9,7 @@ import libcst as cst
 from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite, ModuleModel, Param, Scope, tf_op_name
 from cglint.rules._fixes import fresh_name, insert_before, parenthesized, single_binding, sole_statement_line
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 # For each elementwise op: the functions whose appearance *applied to the op's output* means
 # the derivative was evaluated at the wrong point. "div" stands for `... / <output>`.
@@ -80,7 +80,8 @@ class OutputDerivative(Rule):
     summary = "Derivative evaluated at the op's output instead of its input"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -92,7 +93,21 @@ def op(x):
 
     return y, grad
 ''',
-        '''
+            at="9:31",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def op(x):
+    y = tf.math.tan(x)
+
+    def grad(dy):
+        return dy / tf.square(tf.math.cos(x))
+
+    return y, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -104,7 +119,21 @@ def gate(z):
 
     return s, grad
 ''',
-        '''
+            at=("9:21", "9:42"),
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def gate(z):
+    s = tf.sigmoid(z)
+
+    def grad(ds):
+        return ds * tf.sigmoid(z) * (1 - tf.sigmoid(z))
+
+    return s, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -118,7 +147,23 @@ def op(x):
     y = forward(x)
     return y, lambda dy: dy * dtan(y)
 ''',
-        '''
+            at="13:31",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def op(x):
+    def forward(a):
+        return tf.tan(a)
+
+    def dtan(at):
+        return 1.0 / tf.square(tf.cos(at))
+
+    y = forward(x)
+    return y, lambda dy: dy * dtan(x)
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -126,6 +171,15 @@ def soft(x):
     y = tf.nn.softplus(x)
     return y, lambda dy: dy * tf.nn.sigmoid(y)
 ''',
+            at="7:31",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def soft(x):
+    y = tf.nn.softplus(x)
+    return y, lambda dy: dy * tf.nn.sigmoid(x)
+'''),
     ]
     VALID = [
         '''

@@ -7,7 +7,7 @@ import libcst as cst
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
 from cglint.rules._fixes import keyed_variable_gradients
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class HardcodedVariableOrder(Rule):
@@ -46,7 +46,8 @@ class HardcodedVariableOrder(Rule):
     summary = "Two or more variable gradients returned in a fixed order without consulting `variables`"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
@@ -59,7 +60,23 @@ def dense(x):
 
     return x @ w + b, grad
 ''',
-        '''
+            at="10:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+b = tf.Variable([0.5, -0.5])
+
+@tf.custom_gradient
+def dense(x):
+    def grad(dy, variables=None):
+        grads_by_variable = {w.ref(): tf.transpose(x) @ dy, b.ref(): tf.reduce_sum(dy, 0)}
+        return dy @ tf.transpose(w), [grads_by_variable[v.ref()] for v in variables]
+
+    return x @ w + b, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 class Affine(tf.keras.layers.Layer):
@@ -75,7 +92,26 @@ class Affine(tf.keras.layers.Layer):
 
         return x * self.scale + self.shift, grad
 ''',
-        '''
+            at="13:13",
+            fixed='''
+import tensorflow as tf
+
+class Affine(tf.keras.layers.Layer):
+    def build(self, shape):
+        self.scale = self.add_weight(shape=())
+        self.shift = self.add_weight(shape=())
+
+    @tf.custom_gradient
+    def call(self, x):
+        def grad(dy, **kwargs):
+            var_grads = [tf.reduce_sum(dy * x), tf.reduce_sum(dy)]
+            grads_by_variable = {self.scale.value.ref(): tf.reduce_sum(dy * x), self.shift.value.ref(): tf.reduce_sum(dy)}
+            return dy * self.scale, [grads_by_variable[v.ref()] for v in kwargs["variables"]]
+
+        return x * self.scale + self.shift, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 def make(w, b):
@@ -90,6 +126,7 @@ def make(w, b):
 
     return op
 ''',
+            at="10:13"),
     ]
     VALID = [
         '''

@@ -4,7 +4,7 @@ from typing import Iterator
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class InputGradientCount(Rule):
@@ -33,7 +33,8 @@ class InputGradientCount(Rule):
     summary = "Number of input gradients returned differs from the number of positional inputs"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -43,14 +44,18 @@ def fma(p, q, r):
 
     return p * q + r, grad
 ''',
-        '''
+            at="7:9"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
 def square(x):
     return x * x, lambda dy: (2 * x * dy, None)
 ''',
-        '''
+            at="6:31"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -62,6 +67,7 @@ def scaled_sum(x, y):
 
     return (x + y) * w, grad
 ''',
+            at="9:9"),
     ]
     VALID = [
         '''

@@ -4,7 +4,7 @@ from typing import Iterator
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class UpstreamCount(Rule):
@@ -30,7 +30,8 @@ class UpstreamCount(Rule):
     summary = "The grad fn's positional parameters differ from the number of outputs"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -40,14 +41,18 @@ def double_and_triple(x):
 
     return (2 * x, 3 * x), grad
 ''',
-        '''
+            at="6:9"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
 def scale(x):
     return 2.0 * x, lambda dy, dz: 2.0 * dy
 ''',
-        '''
+            at="6:21"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -59,6 +64,7 @@ def stats(x):
 
     return out, grad
 ''',
+            at="8:9"),
     ]
     VALID = [
         '''

@@ -6,7 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, is_no_gradient
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class UpstreamIgnored(Rule):
@@ -32,14 +32,17 @@ class UpstreamIgnored(Rule):
     summary = "The grad fn never uses its upstream gradient, breaking the chain rule"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
 def square(x):
     return x * x, lambda dy: 2 * x
 ''',
-        '''
+            at="6:19"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -49,7 +52,9 @@ def safe_log(x):
 
     return tf.math.log(x), grad
 ''',
-        '''
+            at="6:9"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -59,6 +64,7 @@ def sign_ste(x):
 
     return tf.sign(x), grad
 ''',
+            at="6:9"),
     ]
     VALID = [
         '''

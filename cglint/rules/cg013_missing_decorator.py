@@ -6,7 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import ModuleModel, UnwrappedCandidate
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class MissingDecorator(Rule):
@@ -38,7 +38,8 @@ class MissingDecorator(Rule):
     summary = "A function returns `(y, grad_fn)` but is never wrapped by `tf.custom_gradient`"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 def log1pexp(x):
@@ -52,7 +53,9 @@ def log1pexp(x):
 def loss(x):
     return tf.reduce_sum(log1pexp(x))
 ''',
-        '''
+            at="4:5"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 class Binarize(tf.keras.layers.Layer):
@@ -65,7 +68,9 @@ class Binarize(tf.keras.layers.Layer):
     def call(self, inputs):
         return self._ste_sign(inputs) * 2.0
 ''',
-        '''
+            at="5:9"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 def train_step(x):
@@ -78,6 +83,7 @@ def train_step(x):
     y = clipped(x)
     return tf.reduce_mean(y)
 ''',
+            at="5:9"),
     ]
     VALID = [
         '''
