@@ -12,6 +12,7 @@ so the cost is one walk plus work proportional to the sites.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterator, Union
 
 import libcst as cst
@@ -139,6 +140,15 @@ class Scope:
                 return scope.parent
             scope = scope.parent
         return None
+
+    def within(self, other: Scope) -> bool:
+        """Whether this scope is `other` or nested in it."""
+        scope: Scope | None = self
+        while scope is not None:
+            if scope is other:
+                return True
+            scope = scope.parent
+        return False
 
     def walk(self) -> Iterator[Scope]:
         yield self
@@ -499,7 +509,7 @@ class ModuleModel:
                     )
             if forward is None:
                 continue
-            call_names = _names_assigned_from(scope, call)
+            call_names = self.names_bound_to(call, scope)
             fscope = self.scope_of.get(forward)
             if fscope is None or fscope.parent is None:
                 continue
@@ -595,7 +605,7 @@ class ModuleModel:
                 owner, values = hit
                 for value in values:
                     if self.is_variable_call(value):
-                        inside = owner is site.scope or owner in set(site.scopes())
+                        inside = owner.within(site.scope)
                         found[name.value] = Variable(name.value, value, _trainable(value), inside,  # type: ignore[arg-type]
                                                      self.is_keras_variable_call(value))
                         break
@@ -639,16 +649,119 @@ class ModuleModel:
 
     def names_in_use(self) -> set[str]:
         """Every name bound, read or imported anywhere in the module: a fixer introducing a
-        name picks one outside this set, so it can shadow nothing."""
+        name picks one outside this set, so it can shadow nothing. (Computed once: linting never
+        changes the tree.)"""
+        return set(self._names_in_use)
+
+
+    # ---- module-wide indexes -------------------------------------------------------------
+    # Built once, on first use, in one pass over the collector's tables, so that no question
+    # about a site has to scan the whole module: with N sites in a module a per-site scan is
+    # O(N^2) work (CG012 once computed millions of qualified names on a 1,000-site file).
+
+    @cached_property
+    def calls_by_qualname(self) -> dict[str, list[tuple[cst.Call, Scope]]]:
+        """Calls keyed by the qualified name of what they call (`tensorflow.py_function`), for
+        callees the imports resolve; every call's name is computed once."""
+        index: dict[str, list[tuple[cst.Call, Scope]]] = {}
+        for call, scope in self.all_calls:
+            name = self.qualname(call.func)
+            if name is not None:
+                index.setdefault(name, []).append((call, scope))
+        return index
+
+    def calls_to(self, qualnames: frozenset[str] | set[str]) -> Iterator[tuple[cst.Call, Scope]]:
+        """Calls to any of `qualnames`, in source order within each name."""
+        index = self.calls_by_qualname
+        for name in qualnames:
+            yield from index.get(name, ())
+
+    @cached_property
+    def call_of_func(self) -> dict[int, cst.Call]:
+        """id(call.func) -> the call: whether a name read is the callee of a call."""
+        return {id(call.func): call for call, _ in self.all_calls}
+
+    @cached_property
+    def reads_by_name(self) -> dict[str, list[tuple[cst.Name, Scope]]]:
+        index: dict[str, list[tuple[cst.Name, Scope]]] = {}
+        for scope in self.root.walk():
+            for name in scope.reads:
+                index.setdefault(name.value, []).append((name, scope))
+        return index
+
+    @cached_property
+    def attribute_reads_by_name(self) -> dict[str, list[tuple[cst.Attribute, Scope]]]:
+        """`self.x` / `cls.x` reads keyed by `x`."""
+        index: dict[str, list[tuple[cst.Attribute, Scope]]] = {}
+        for scope in self.root.walk():
+            for attr in scope.attribute_reads:
+                index.setdefault(attr.attr.value, []).append((attr, scope))
+        return index
+
+    @cached_property
+    def scopes_binding(self) -> dict[str, list[Scope]]:
+        """name -> the scopes that bind it."""
+        index: dict[str, list[Scope]] = {}
+        for scope in self.root.walk():
+            for name in scope.bindings:
+                index.setdefault(name, []).append(scope)
+        return index
+
+    @cached_property
+    def _bound_names(self) -> dict[int, list[tuple[Scope, str]]]:
+        """id(value) -> (scope, name) of every binding `name = value`."""
+        index: dict[int, list[tuple[Scope, str]]] = {}
+        for scope in self.root.walk():
+            for name, values in scope.bindings.items():
+                for value in values:
+                    if value is not None:
+                        index.setdefault(id(value), []).append((scope, name))
+        return index
+
+    def names_bound_to(self, value: cst.CSTNode, scope: Scope) -> set[str]:
+        """The names `scope` binds to exactly this node (`op = tf.custom_gradient(fwd)` -> {op})."""
+        return {name for owner, name in self._bound_names.get(id(value), ()) if owner is scope}
+
+    @cached_property
+    def _site_by_forward(self) -> dict[int, GradientSite]:
+        index: dict[int, GradientSite] = {}
+        for site in self.sites:
+            index.setdefault(id(site.forward), site)
+        return index
+
+    @cached_property
+    def sites_by_call_name(self) -> dict[str, list[GradientSite]]:
+        """Sites keyed by every name a call can reach them by (the def's name, the names the
+        call form's result is bound to): a call `f(...)` / `self.f(...)` can only be a call of
+        the sites under `f`."""
+        index: dict[str, list[GradientSite]] = {}
+        for site in self.sites:
+            names = set(site.call_names)
+            if isinstance(site.forward, cst.FunctionDef):
+                names.add(site.forward.name.value)
+            for name in names:
+                index.setdefault(name, []).append(site)
+        return index
+
+    def site_called_by(self, call: cst.Call, scope: Scope) -> GradientSite | None:
+        """The custom-gradient function `call` (made in `scope`) calls, if any."""
+        func = call.func
+        key = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        if key is None:
+            return None
+        return next((s for s in self.sites_by_call_name.get(key, ()) if s.is_reached_by(call, scope)), None)
+
+    @cached_property
+    def _names_in_use(self) -> frozenset[str]:
         names = set(self.imports)
         for scope in self.root.walk():
             names.update(scope.bindings)
             names.update(n.value for n in scope.reads)
-        return names
+        return frozenset(names)
 
 
     def site_for_function(self, node: cst.CSTNode) -> GradientSite | None:
-        return next((s for s in self.sites if s.forward is node), None)
+        return self._site_by_forward.get(id(node))
 
     def unwrapped_candidates(self) -> Iterator[UnwrappedCandidate]:
         """Functions returning `(y, g)` where `g` is a def nested in them, not wrapped as a site."""
@@ -694,10 +807,6 @@ def _trainable(call: cst.Call) -> bool:
         if arg.keyword is not None and arg.keyword.value == "trainable":
             return not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
     return True
-
-
-def _names_assigned_from(scope: Scope, call: cst.Call) -> set[str]:
-    return {name for name, values in scope.bindings.items() if any(v is call for v in values)}
 
 
 def _return_values_with_nodes(

@@ -206,7 +206,7 @@ def recompute(f):
             keywords = [a for a in call.args if a.keyword is not None]
             if not keywords:
                 continue
-            site = next((s for s in model.sites if s.is_reached_by(call, scope)), None)
+            site = model.site_called_by(call, scope)
             if site is None:
                 continue
             positional = any(a.keyword is None and a.star != "**" for a in call.args)

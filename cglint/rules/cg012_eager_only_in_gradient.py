@@ -269,10 +269,8 @@ def tiled(x, reps: Tuple[int, int]):
     def _runs_eagerly(site: GradientSite) -> bool:
         """A function handed to `tf.py_function` / `tf.numpy_function` always runs eagerly."""
         model = site.model
-        for call, scope in model.all_calls:
-            if model.qualname(call.func) in _EAGER_WRAPPERS and any(
-                site.is_named_by(a.value, scope) for a in call.args
-            ):
+        for call, scope in model.calls_to(_EAGER_WRAPPERS):
+            if any(site.is_named_by(a.value, scope) for a in call.args):
                 return True
         return False
 

@@ -170,11 +170,10 @@ ste = ops.custom_gradient(_ste)
     def check(self, model: ModuleModel) -> Iterator[Finding]:
         if not model.imports_tensorflow:
             return
-        call_funcs = {id(call.func): call for call, _ in model.all_calls}
         for cand in model.unwrapped_candidates():
             if cand.node.decorators or not _takes_upstream(cand.grad_fn):
                 continue
-            calls = self._direct_uses(model, cand, call_funcs)
+            calls = self._direct_uses(model, cand)
             if not calls or any(id(c) in model.forwarded_calls for c in calls):
                 continue
             yield Finding(
@@ -185,29 +184,26 @@ ste = ops.custom_gradient(_ste)
             )
 
     @staticmethod
-    def _direct_uses(model: ModuleModel, cand: UnwrappedCandidate, call_funcs: dict) -> list[cst.Call] | None:
+    def _direct_uses(model: ModuleModel, cand: UnwrappedCandidate) -> list[cst.Call] | None:
         """The calls that use the function, or None if it is referenced any other way (passed,
         assigned, wrapped): then it may well be wrapped, here or elsewhere."""
         name = cand.node.name.value
         owner = cand.scope.parent
         calls: list[cst.Call] = []
         if owner is not None and isinstance(owner.node, cst.ClassDef):
-            refs = [a for scope in owner.walk() for a in scope.attribute_reads if a.attr.value == name]
-            if any(name in scope.bindings for scope in owner.walk() if scope is not owner) or any(
-                n.value == name for scope in owner.walk() for n in scope.reads
+            refs = [a for a, scope in model.attribute_reads_by_name.get(name, ()) if scope.within(owner)]
+            if any(s is not owner and s.within(owner) for s in model.scopes_binding.get(name, ())) or any(
+                scope.within(owner) for _, scope in model.reads_by_name.get(name, ())
             ):
                 return None  # also used by bare name somewhere: do not guess
         else:
             refs = []
-            for scope in model.root.walk():
-                for n in scope.reads:
-                    if n.value != name:
-                        continue
-                    found = scope.lookup(name)
-                    if found is not None and any(v is cand.node for v in found[1]):
-                        refs.append(n)
+            for n, scope in model.reads_by_name.get(name, ()):
+                found = scope.lookup(name)
+                if found is not None and any(v is cand.node for v in found[1]):
+                    refs.append(n)
         for ref in refs:
-            call = call_funcs.get(id(ref))
+            call = model.call_of_func.get(id(ref))
             if call is None:
                 return None
             calls.append(call)
