@@ -99,7 +99,14 @@ class Param:
         self.node = node
 
 
-Binding = Union[cst.BaseExpression, cst.FunctionDef, cst.ClassDef, Param, None]
+class Unpacked:
+    """Marker binding: the name is entry `index` of `source`, unpacked (`a, b = source`)."""
+
+    def __init__(self, source: cst.BaseExpression, index: int) -> None:
+        self.source, self.index = source, index
+
+
+Binding = Union[cst.BaseExpression, cst.FunctionDef, cst.ClassDef, Param, Unpacked, None]
 
 
 @dataclass(eq=False)
@@ -120,8 +127,32 @@ class Scope:
     # `a is b`, `a == b`, ... made directly in this scope (identity checks on variables).
     comparisons: list[cst.Comparison] = field(default_factory=list)
 
-    def bind(self, name: str, value: Binding) -> None:
+    # For each entry of `bindings[name]`: (when it was bound, in source order; whether it is
+    # bound unconditionally, directly in the body rather than under an if/loop/try).
+    order: dict[str, list[tuple[int, bool]]] = field(default_factory=dict)
+
+    def bind(self, name: str, value: Binding, seq: int = -1, sure: bool = False) -> None:
         self.bindings.setdefault(name, []).append(value)
+        self.order.setdefault(name, []).append((seq, sure))
+
+    def visible(self, name: str, before: int | None) -> list[Binding]:
+        """The bindings of `name` a read can see: from the last unconditional one on. A read in
+        this scope (`before` = its position) sees those made before it; a read in a nested
+        function (`before` None: a grad fn runs after the forward returned) sees the last."""
+        values = self.bindings.get(name, [])
+        order = self.order.get(name, [])
+        if len(order) != len(values):
+            return values
+        pairs = list(zip(values, order))
+        if before is not None:
+            earlier = [p for p in pairs if 0 <= p[1][0] < before]
+            if not earlier:
+                return values  # read before any binding (a loop, a later def): anything
+            pairs = earlier
+        for i in range(len(pairs) - 1, -1, -1):
+            if pairs[i][1][1]:
+                return [v for v, _ in pairs[i:]]
+        return [v for v, _ in pairs]
 
     def lookup(self, name: str) -> tuple[Scope, list[Binding]] | None:
         """The innermost scope binding `name` (class bodies are skipped, as in Python)."""
@@ -180,6 +211,22 @@ class Variable:
 
 
 @dataclass(eq=False)
+class Helper:
+    """A function of the module a name refers to (see `ModuleModel.helper`): its def and scope."""
+
+    node: cst.FunctionDef
+    scope: Scope
+
+    @property
+    def params(self) -> list[str]:
+        """Its positional parameter names, in order."""
+        return [p.name.value for p in _positional_params(self.node.params)]
+
+    def returned(self) -> list[cst.BaseExpression]:
+        return [r.value for r in self.scope.returns if r.value is not None]
+
+
+@dataclass(eq=False)
 class GradReturn:
     """One `return` of a grad fn (a lambda's body counts as its return)."""
 
@@ -187,6 +234,14 @@ class GradReturn:
     value: cst.BaseExpression | None
     # The top-level elements when the value is a literal tuple (or a name bound to one).
     elements: list[cst.BaseExpression] | None
+
+    @property
+    def pair(self) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+        """`(input_grads, var_grads)` when the return is a literal 2-tuple: the shape TensorFlow
+        unpacks when the forward read variables (without variables it is two input gradients)."""
+        if self.elements is None or len(self.elements) != 2:
+            return None
+        return self.elements[0], self.elements[1]
 
 
 @dataclass(eq=False)
@@ -211,6 +266,13 @@ class GradFn:
     def reads(self, name: str) -> bool:
         """Whether the grad fn's body (nested functions included) reads `name`."""
         return self.scope.reads_name(name)
+
+    @property
+    def upstream_names(self) -> list[str]:
+        """Every name the upstream gradients arrive under: the positional parameters (not
+        `variables`) and a `*args` that collects them."""
+        star = self.node.params.star_arg
+        return list(self.upstream_params) + ([star.name.value] if isinstance(star, cst.Param) else [])
 
 
 @dataclass(eq=False)
@@ -324,6 +386,8 @@ class ModuleModel:
         # a lambda's body, unpacked `a, b = f()`, indexed `f()[0]`): the caller treats it as a
         # structure, not as one tensor.
         self.forwarded_calls: set[int] = collector.forwarded
+        # id(Name read) -> its position in source order, against the bindings' (`Scope.order`).
+        self._read_seq: dict[int, int] = collector.read_seq
         self.sites: list[GradientSite] = self._find_sites()
 
     @property
@@ -357,7 +421,9 @@ class ModuleModel:
             found = scope.lookup(expr.value)
             if found is None:
                 return [expr]
-            owner, values = found
+            owner, _ = found
+            seq = self._read_seq.get(id(expr))
+            values = owner.visible(expr.value, seq if owner is scope else None)
             out: list[Binding] = []
             for value in values:
                 if isinstance(value, cst.Name):
@@ -366,6 +432,17 @@ class ModuleModel:
                     out.append(value)
             return out
         return [expr]
+
+    def helper(self, expr: cst.BaseExpression | None, scope: Scope) -> Helper | None:
+        """The module's own function a name (or a call's callee) refers to in `scope`, when the
+        name is bound to exactly one def there: `dtan` in `dtan(y)` -> `def dtan(a): ...`."""
+        if not isinstance(expr, cst.Name):
+            return None
+        defs = [v for v in self.resolve(expr, scope) if isinstance(v, cst.FunctionDef) and v in self.scope_of]
+        if len(defs) != 1:
+            return None
+        node = defs[0]
+        return Helper(node, self.scope_of[node])
 
     def is_variable_call(self, call: cst.CSTNode) -> bool:
         if not isinstance(call, cst.Call):
@@ -490,7 +567,7 @@ class ModuleModel:
         for call, scope in self.all_calls:
             if not self._is_custom_gradient(call.func):
                 continue
-            target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "f"), None)
+            target = argument(call, 0, "f")
             forward: FunctionNode | None = None
             name = "<lambda>"
             if isinstance(target, cst.Lambda):
@@ -803,10 +880,34 @@ def _positional_params(params: cst.Parameters) -> list[cst.Param]:
 
 
 def _trainable(call: cst.Call) -> bool:
+    value = argument(call, keyword="trainable")
+    return not (isinstance(value, cst.Name) and value.value == "False")
+
+
+def argument(call: cst.Call, position: int | None = None, keyword: str | None = None) -> cst.BaseExpression | None:
+    """The argument a call passes for a parameter, by keyword or at `position` (0-based, among
+    the plain positional arguments; none past a `*args` splat, whose length is unknown)."""
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "trainable":
-            return not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
-    return True
+        if keyword is not None and arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    if position is not None:
+        for i, arg in enumerate(call.args):
+            if arg.keyword is not None or arg.star:
+                return None
+            if i == position:
+                return arg.value
+    return None
+
+
+def positional_arguments(call: cst.Call) -> list[cst.BaseExpression] | None:
+    """The call's positional arguments, or None when a `*splat` makes them unknown."""
+    out = []
+    for arg in call.args:
+        if arg.star == "*":
+            return None
+        if arg.keyword is None and not arg.star:
+            out.append(arg.value)
+    return out
 
 
 def _return_values_with_nodes(
@@ -844,6 +945,23 @@ class _Collector(cst.CSTVisitor):
         self.defs: list[tuple[cst.FunctionDef, Scope]] = []
         self.calls: list[tuple[cst.Call, Scope]] = []
         self.forwarded: set[int] = set()
+        self.read_seq: dict[int, int] = {}
+        self.seq = 0
+        # Per open scope: how many if/loop/try blocks deep the walk is inside it.
+        self.depth: list[int] = [0]
+
+    def _bind(self, name: str, value: Binding, sure: bool | None = None) -> None:
+        self.seq += 1
+        self.scope.bind(name, value, self.seq, self.depth[-1] == 0 if sure is None else sure)
+
+    def _enter_block(self, node: cst.CSTNode) -> None:
+        self.depth[-1] += 1
+
+    def _leave_block(self, node: cst.CSTNode) -> None:
+        self.depth[-1] -= 1
+
+    visit_If = visit_While = visit_Try = visit_TryStar = visit_Match = _enter_block  # type: ignore[assignment]
+    leave_If = leave_While = leave_Try = leave_TryStar = leave_Match = _leave_block  # type: ignore[assignment]
 
     @property
     def scope(self) -> Scope:
@@ -880,7 +998,12 @@ class _Collector(cst.CSTVisitor):
         self.scope.nested.append(scope)
         self.scope_of[node] = scope
         self.stack.append(scope)
+        self.depth.append(0)
         return scope
+
+    def _pop(self) -> None:
+        self.stack.pop()
+        self.depth.pop()
 
     def _bind_params(self, scope: Scope, params: cst.Parameters) -> None:
         every = [*params.posonly_params, *params.params, *params.kwonly_params]
@@ -888,10 +1011,11 @@ class _Collector(cst.CSTVisitor):
             if isinstance(extra, cst.Param):
                 every.append(extra)
         for p in every:
-            scope.bind(p.name.value, Param(p))
+            self.seq += 1
+            scope.bind(p.name.value, Param(p), self.seq, True)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.scope.bind(node.name.value, node)
+        self._bind(node.name.value, node)
         if node.decorators:
             self.defs.append((node, self.scope))
         # Decorators and defaults belong to the enclosing scope.
@@ -912,31 +1036,36 @@ class _Collector(cst.CSTVisitor):
         scope = self._push(node)
         self._bind_params(scope, node.params)
         node.body.visit(self)
-        self.stack.pop()
+        self._pop()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.scope.bind(node.name.value, node)
+        self._bind(node.name.value, node)
         for dec in node.decorators:
             dec.visit(self)
         for base in node.bases:
             base.visit(self)
         self._push(node)
         node.body.visit(self)
-        self.stack.pop()
+        self._pop()
         return False
 
     # -- bindings
-    def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+    def _bind_target(self, target: cst.BaseExpression, value: Binding, sure: bool | None = None) -> None:
         if isinstance(target, cst.Name):
-            self.scope.bind(target.value, value)
+            self._bind(target.value, value, sure)
         elif isinstance(target, (cst.Tuple, cst.List)):
-            values = None
-            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+            values: list[Binding] | None = None
+            if _has_star(target):
+                values = None
+            elif isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
                 values = [el.value for el in value.elements]
+            elif isinstance(value, cst.BaseExpression):
+                # `kernel, bias = self.trainable_weights`: each name holds one entry of the value.
+                values = [Unpacked(value, i) for i in range(len(target.elements))]
             for i, el in enumerate(target.elements):
-                self._bind_target(el.value, values[i] if values and not _has_star(target) else None)
+                self._bind_target(el.value, values[i] if values else None, sure)
         elif isinstance(target, cst.StarredElement):
-            self._bind_target(target.value, None)
+            self._bind_target(target.value, None, sure)
         elif isinstance(target, cst.Attribute) and _is_self(target.value) and value is not None:
             cls = self.scope.enclosing_class()
             if cls is not None:
@@ -963,7 +1092,7 @@ class _Collector(cst.CSTVisitor):
         node.value.visit(self)
         node.target.visit(self)  # an augmented target is read as well
         if isinstance(node.target, cst.Name):
-            self.scope.bind(node.target.value, None)
+            self._bind(node.target.value, None)
         return False
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
@@ -973,15 +1102,17 @@ class _Collector(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> bool:
         node.iter.visit(self)
-        self._bind_target(node.target, None)
+        self._bind_target(node.target, None, sure=False)  # the loop may not run
+        self.depth[-1] += 1
         node.body.visit(self)
         if node.orelse is not None:
             node.orelse.visit(self)
+        self.depth[-1] -= 1
         return False
 
     def visit_CompFor(self, node: cst.CompFor) -> bool:
         node.iter.visit(self)
-        self._bind_target(node.target, None)
+        self._bind_target(node.target, None, sure=False)  # the comprehension's own name
         for cond in node.ifs:
             cond.visit(self)
         if node.inner_for_in is not None:
@@ -1001,6 +1132,8 @@ class _Collector(cst.CSTVisitor):
     # -- reads, calls, returns
     def visit_Name(self, node: cst.Name) -> None:
         self.scope.reads.append(node)
+        self.seq += 1
+        self.read_seq[id(node)] = self.seq
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if _is_self(node.value):

@@ -7,7 +7,7 @@ from typing import Iterator, NamedTuple
 import libcst as cst
 
 from cglint.diagnostics import Finding, Fix
-from cglint.model import GradientSite, ModuleModel, Param, Scope, tf_op_name
+from cglint.model import GradientSite, ModuleModel, Param, Scope, argument, tf_op_name
 from cglint.rules._fixes import fresh_name, insert_before, parenthesized, single_binding, sole_statement_line
 from cglint.rules.base import Invalid, Rule
 
@@ -243,26 +243,25 @@ def _derivative_uses(model: ModuleModel, call: cst.Call, scope: Scope) -> Iterat
     """(argument, derivative function) pairs: `tf.cos(y)` gives (y, "cos"); a call to a helper
     `dtan(y)` whose body applies `cos` to its parameter gives (y, "cos") as well."""
     op = tf_op_name(model.qualname(call.func))
-    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    first = argument(call, 0, "x")
     if op in _ALL_DERIVATIVES:
-        if positional:
-            yield positional[0], op
+        if first is not None:
+            yield first, op
         return
-    if op is not None or not isinstance(call.func, cst.Name):
+    helper = model.helper(call.func, scope) if op is None else None
+    if helper is None:
         return
-    for helper in model.resolve(call.func, scope):
-        if not isinstance(helper, cst.FunctionDef) or helper not in model.scope_of:
+    params = helper.params
+    for inner in helper.scope.calls:
+        inner_op = tf_op_name(model.qualname(inner.func))
+        inner_arg = argument(inner, 0, "x")
+        if inner_op not in _ALL_DERIVATIVES or inner_arg is None:
             continue
-        hscope = model.scope_of[helper]
-        params = [p.name.value for p in helper.params.params]
-        for inner in hscope.calls:
-            inner_op = tf_op_name(model.qualname(inner.func))
-            inner_args = [a.value for a in inner.args if a.keyword is None and not a.star]
-            if inner_op not in _ALL_DERIVATIVES or not inner_args:
-                continue
-            for pname in _names_in(inner_args[0]):
-                if pname in params and params.index(pname) < len(positional):
-                    yield positional[params.index(pname)], inner_op
+        for pname in _names_in(inner_arg):
+            if pname in params:
+                passed = argument(call, params.index(pname), pname)
+                if passed is not None:
+                    yield passed, inner_op
 
 
 def _divisions(scope: Scope) -> Iterator[cst.BinaryOperation]:
@@ -326,15 +325,12 @@ def _op_of(model: ModuleModel, value: object, scope: Scope) -> str | None:
     op = tf_op_name(model.qualname(value.func))
     if op is not None:
         return op if op in DERIVATIVE_FUNCTIONS else None
-    if isinstance(value.func, cst.Name):
-        for helper in model.resolve(value.func, scope):
-            if isinstance(helper, cst.FunctionDef) and helper in model.scope_of:
-                hscope = model.scope_of[helper]
-                for ret in hscope.returns:
-                    if isinstance(ret.value, cst.Call):
-                        inner = tf_op_name(model.qualname(ret.value.func))
-                        if inner in DERIVATIVE_FUNCTIONS:
-                            return inner
+    helper = model.helper(value.func, scope)
+    for returned in helper.returned() if helper is not None else []:
+        if isinstance(returned, cst.Call):
+            inner = tf_op_name(model.qualname(returned.func))
+            if inner in DERIVATIVE_FUNCTIONS:
+                return inner
     return None
 
 

@@ -215,9 +215,10 @@ def mul(x, y):
             if grad.variables_param is None or grad.reads(grad.variables_param):
                 continue
             for ret in grad.returns:
-                if ret.elements is None or len(ret.elements) != 2:
+                if ret.pair is None:
                     continue
-                var_grads = site.model.literal_elements(ret.elements[1], grad.scope)
+                input_grads, listed = ret.pair
+                var_grads = site.model.literal_elements(listed, grad.scope)
                 if var_grads is None or len(var_grads) < 2 or all(_is_none(g) for g in var_grads):
                     continue  # one entry, or all `None`: no order to get wrong
                 yield Finding(
@@ -226,7 +227,7 @@ def mul(x, y):
                     f"reads `{grad.variables_param}`: TensorFlow pairs them with `variables`, whose order "
                     "changes from process to process, so gradients get silently swapped; build the list "
                     "from `variables` (e.g. `[grads[v.ref()] for v in variables]`)",
-                    fix=keyed_variable_gradients(site, grad, ret, site.model.module.code_for_node(ret.elements[0]).strip(),
+                    fix=keyed_variable_gradients(site, grad, ret, site.model.module.code_for_node(input_grads).strip(),
                                                  var_grads),
                 )
 

@@ -2,7 +2,6 @@
 
 from typing import Iterator
 
-import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, is_no_gradient
@@ -122,10 +121,7 @@ def not_differentiable(x):
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         for grad in site.grad_fns:
-            upstream = list(grad.upstream_params)
-            star = grad.node.params.star_arg
-            if isinstance(star, cst.Param):
-                upstream.append(star.name.value)
+            upstream = grad.upstream_names
             if not upstream or any(grad.reads(name) for name in upstream):
                 continue
             values = [r.value for r in grad.returns if r.value is not None]
