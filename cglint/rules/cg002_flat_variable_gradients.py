@@ -135,6 +135,24 @@ class Scale(tf.keras.layers.Layer):
 
         return x * self.k, grad
 '''),
+            Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        dw = tf.reduce_sum(dy * x)
+        db = tf.reduce_sum(dy)
+        return tuple([dy * w, dw, db])
+
+    return x * w + b, grad
+''',
+            at="12:9"),
+    
     ]
     VALID = [
         '''

@@ -145,6 +145,21 @@ def square(x):
 
     return x * x, grad
 ''',
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def cube(x):
+    @tf.custom_gradient
+    def grad(dy):
+        def grad_grad(ddx):
+            return ddx * 3.0 * x * x
+
+        return dy * 3.0 * x * x, grad_grad
+
+    return x * x * x, grad
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:

@@ -127,6 +127,39 @@ def make(w, b):
     return op
 ''',
             at="10:13"),
+            Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        dw = tf.reduce_sum(dy * x)
+        db = tf.reduce_sum(dy)
+        return dy * w, list((dw, db))
+
+    return x * w + b, grad
+''',
+            at="12:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        dw = tf.reduce_sum(dy * x)
+        db = tf.reduce_sum(dy)
+        return dy * w, [{w.ref(): dw, b.ref(): db}[v.ref()] for v in variables]
+
+    return x * w + b, grad
+'''),
+    
     ]
     VALID = [
         '''
@@ -206,6 +239,27 @@ def mul(x, y):
 
     return x * y, grad
 ''',
+            '''
+import tensorflow as tf
+
+class Affine(tf.Module):
+    def __init__(self):
+        self.params = {"w": tf.Variable(2.0), "b": tf.Variable(1.0)}
+
+    def __call__(self, x):
+        w, b = self.params["w"], self.params["b"]
+
+        @tf.custom_gradient
+        def affine(x):
+            def grad(dy, variables=None):
+                by_var = {w.ref(): tf.reduce_sum(dy * x), b.ref(): tf.reduce_sum(dy)}
+                return dy * w, [by_var[v.ref()] for v in variables]
+
+            return x * w + b, grad
+
+        return affine(x)
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
