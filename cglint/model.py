@@ -1001,6 +1001,114 @@ class ModuleModel:
         return frozenset(names)
 
 
+    @cached_property
+    def _calls_by_site(self) -> dict[int, list[tuple[cst.Call, Scope]]]:
+        index: dict[int, list[tuple[cst.Call, Scope]]] = {}
+        for call, scope in self.all_calls:
+            site = self.site_called_by(call, scope)
+            if site is not None:
+                index.setdefault(id(site), []).append((call, scope))
+        return index
+
+    def calls_reaching(self, site: GradientSite) -> list[tuple[cst.Call, Scope]]:
+        """The calls of the module that call `site` (by its name, the call form's result, or
+        `self.method(...)`), in source order."""
+        return self._calls_by_site.get(id(site), [])
+
+    # ---- plain Python values -------------------------------------------------------------
+    # TensorFlow converts every positional argument of a custom-gradient call to a tensor
+    # (eagerly to record the op, under tf.function before calling the forward): what an
+    # argument holds when the source says it is a plain Python value.
+
+    def python_value(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> str | None:
+        """`"number"`, `"bool"`, `"string"`, `"None"` or `"callable"` when every value `expr`
+        may hold is that Python value: a literal (`16`, `-0.5`, `"same"`, `None`), a lambda, def
+        or class, a TensorFlow / Keras function (`tf.nn.relu`, `keras.activations.gelu`),
+        `int(...)`/`len(...)`-style builtins, a name bound only to those, a parameter annotated
+        with a Python type or an `__init__` parameter defaulting to one (a layer's config, as
+        `self.bits = bits`), and `self.x` bound only to those. None when it may be a tensor."""
+        if expr is None or depth > 6:
+            return None
+        kinds = set()
+        for value in self.resolve(expr, scope):
+            kind = self._python_kind(value, scope, depth)
+            if kind is None:
+                return None
+            kinds.add(kind)
+        if not kinds:
+            return None
+        return kinds.pop() if len(kinds) == 1 else "Python value"
+
+    def _python_kind(self, value: Binding, scope: Scope, depth: int) -> str | None:
+        if isinstance(value, (cst.Integer, cst.Float, cst.Imaginary)):
+            return "number"
+        if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            return "string"
+        if isinstance(value, cst.Name):
+            return {"None": "None", "True": "bool", "False": "bool"}.get(value.value)
+        if isinstance(value, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            return "callable"
+        if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, (cst.Minus, cst.Plus)):
+            return "number" if self._python_kind(value.expression, scope, depth + 1) == "number" else None
+        if isinstance(value, cst.BinaryOperation):
+            left = self.python_value(value.left, scope, depth + 1)
+            right = self.python_value(value.right, scope, depth + 1)
+            return "number" if left == right == "number" else None
+        if isinstance(value, Param):
+            return self._python_param(value)
+        if isinstance(value, cst.Call):
+            func = value.func
+            if isinstance(func, cst.Name) and func.value in _PYTHON_BUILTINS and scope.lookup(func.value) is None \
+                    and func.value not in self.imports:
+                return _PYTHON_BUILTINS[func.value]
+            return None
+        if isinstance(value, cst.Attribute):
+            if _is_self(value.value):
+                return self._python_attribute(value, scope, depth)
+            qualname = self.qualname(value)
+            if qualname is not None and _is_function_name(qualname):
+                return "callable"
+        return None
+
+    def _python_param(self, param: Param) -> str | None:
+        annotation = param.node.annotation
+        if annotation is not None:
+            names = self.reads_in(annotation.annotation)
+            kinds = {_ANNOTATION_KINDS.get(n.value) for n in names}
+            if names and None not in kinds:
+                return kinds.pop() if len(kinds) == 1 else "Python value"
+            return None
+        # A layer's configuration: `def __init__(self, bits=8)`, stored as `self.bits = bits`.
+        owners = self._bound_names.get(id(param), [])
+        fn = owners[0][0].node if owners else None
+        if isinstance(fn, cst.FunctionDef) and fn.name.value == "__init__" and param.node.default is not None:
+            kind = self._python_kind(param.node.default, owners[0][0], 6)
+            return kind if kind in ("number", "string", "bool") else None
+        return None
+
+    def _python_attribute(self, attr: cst.Attribute, scope: Scope, depth: int) -> str | None:
+        """`self.x` where every `self.x = value` of the class binds a plain Python value."""
+        cls = scope.enclosing_class()
+        values = cls.attributes.get(attr.attr.value, []) if cls is not None else []
+        if cls is None or not values:
+            return None
+        kinds = set()
+        for value in values:
+            where = self._scope_reading(value, cls) if isinstance(value, cst.Name) else cls
+            kind = self.python_value(value, where, depth + 1) if where is not None else None
+            if kind is None:
+                return None
+            kinds.add(kind)
+        return kinds.pop() if len(kinds) == 1 else "Python value"
+
+    @staticmethod
+    def _scope_reading(name: cst.Name, cls: Scope) -> Scope | None:
+        """The method scope of `cls` in which `name` (a node) is read."""
+        for scope in cls.walk():
+            if any(n is name for n in scope.reads):
+                return scope
+        return None
+
     def site_for_function(self, node: cst.CSTNode) -> GradientSite | None:
         return self._site_by_forward.get(id(node))
 
@@ -1019,6 +1127,31 @@ class ModuleModel:
                         if defs:
                             yield UnwrappedCandidate(node, scope, defs[0])
                             break
+
+
+# Builtins whose result is a plain Python value, for `python_value`.
+_PYTHON_BUILTINS = {"int": "number", "float": "number", "round": "number", "len": "number", "abs": None,
+                    "str": "string", "bool": "bool", "repr": "string"}
+_PYTHON_BUILTINS = {k: v for k, v in _PYTHON_BUILTINS.items() if v is not None}
+# Annotations naming a plain Python type (`bits: int`, `activation: Callable`).
+_ANNOTATION_KINDS = {"int": "number", "float": "number", "complex": "number", "bool": "bool", "str": "string",
+                     "Callable": "callable", "typing": "Python value", "collections": "Python value",
+                     "abc": "Python value"}
+# TensorFlow names that are not functions: dtypes and constants (`tf.float32`, `tf.newaxis`).
+_TF_NON_FUNCTIONS = frozenset({"float16", "float32", "float64", "bfloat16", "half", "double", "int8", "int16",
+                               "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool", "string",
+                               "complex64", "complex128", "qint8", "quint8", "qint32", "variant", "resource",
+                               "newaxis", "pi", "e", "inf", "nan"})
+
+
+def _is_function_name(qualname: str) -> bool:
+    """`tensorflow.nn.relu`, `keras.activations.gelu`: a TensorFlow or Keras function."""
+    for prefix in ("keras.activations.", "tensorflow.keras.activations.", "keras.ops."):
+        if qualname.startswith(prefix):
+            rest = qualname[len(prefix):]
+            return bool(rest) and "." not in rest and rest[0].islower()
+    op = tf_op_name(qualname)
+    return op is not None and op[:1].islower() and op not in _TF_NON_FUNCTIONS
 
 
 # Ops that return a list of tensors: an output built by them is not a single tensor.

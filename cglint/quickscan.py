@@ -109,8 +109,9 @@ def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
             for member in stmt.body:
                 m_first, m_last = span(member)
                 text = "".join(lines[m_first - 1 : m_last])
+                # `__init__` holds a layer's configuration (`self.bits = bits`), which CG015 reads.
                 if not isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
-                    words.search(text) or any(w in text for w in _VARIABLE_WORDS)
+                    words.search(text) or any(w in text for w in _VARIABLE_WORDS) or member.name == "__init__"
                 ):
                     mark(m_first, m_last)
         else:
