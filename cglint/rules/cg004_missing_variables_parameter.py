@@ -13,7 +13,11 @@ class MissingVariablesParameter(Rule):
     ## What it does
     Flags a grad fn that accepts neither a `variables` parameter nor `**kwargs` when the
     forward reads trainable `tf.Variable`s that are not among its inputs (module globals,
-    closures, Keras weights on `self`).
+    closures, Keras weights on `self`). Reads are followed through the data flow: an alias
+    made in the enclosing method (`w = self.kernel`), an entry of a container (`self.ws[0]`,
+    `self.params["w"]`, `kernel, bias = self.trainable_weights`), a sublayer (`self.dense(x)`,
+    `self.dense.kernel`, a `keras.layers.*` or a Keras layer class of the module), and
+    `get_variable` inside a `variable_scope` block.
 
     ## Why is this bad?
     TensorFlow records the trainable variables the forward reads and passes them to the grad
@@ -118,7 +122,7 @@ def make():
 
     return shift
 '''),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 
@@ -158,7 +162,7 @@ class Scale(tf.keras.layers.Layer):
 
         return scale(x)
 '''),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 
@@ -186,15 +190,15 @@ def scaled(x):
 
     return x * w, grad
 '''),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 
 class Chain(tf.Module):
     def __init__(self):
+        super().__init__()
         self.scales = [tf.Variable(1.0), tf.Variable(2.0)]
 
-    @tf.Module.with_name_scope
     def __call__(self, x):
         @tf.custom_gradient
         def chain(x):
@@ -211,9 +215,9 @@ import tensorflow as tf
 
 class Chain(tf.Module):
     def __init__(self):
+        super().__init__()
         self.scales = [tf.Variable(1.0), tf.Variable(2.0)]
 
-    @tf.Module.with_name_scope
     def __call__(self, x):
         @tf.custom_gradient
         def chain(x):
@@ -224,7 +228,7 @@ class Chain(tf.Module):
 
         return chain(x)
 '''),
-            Invalid(
+        Invalid(
             '''
 import keras
 import tensorflow as tf
@@ -264,7 +268,7 @@ class Projection(keras.layers.Layer):
 
         return project(x)
 '''),
-            Invalid(
+        Invalid(
             '''
 import keras
 import tensorflow as tf
