@@ -116,8 +116,28 @@ def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
                     mark(m_first, m_last)
         else:
             mark(first, last)
+    _keep_referenced(tree, span, keep, mark)
     # A blanked line keeps its line ending so every kept line stays where it was.
     return "".join(line if keep[i + 1] else _ending(line) for i, line in enumerate(lines))
+
+
+def _keep_referenced(tree: ast.Module, span, keep: list[bool], mark) -> None:
+    """Keep the module's functions and classes that kept statements name, transitively: the
+    model follows helpers (`dtan(y)` -> `def dtan`, and the helper it calls), sublayer classes
+    and base classes, so the analysis must see them."""
+    defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    seen: set[str] = set()
+    frontier = [stmt for stmt in tree.body if keep[span(stmt)[0]]]
+    while frontier:
+        stmt = frontier.pop()
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and node.id in defs and node.id not in seen:
+                seen.add(node.id)
+                target = defs[node.id]
+                first, last = span(target)
+                if not all(keep[first:last + 1]):
+                    mark(first, last)
+                    frontier.append(target)
 
 
 def _ending(line: str) -> str:
