@@ -37,6 +37,7 @@ class AppliedFix:
     description: str
     safe: bool
     applicability: str = "safe"
+    name: str = ""  # the rule's name, for --show-fixes
 
 
 @dataclass
@@ -119,7 +120,7 @@ def fix_source(
         chosen, new_source = _one_round(result.module, candidates, path, dropped, result.model)
         if not chosen or new_source == current:
             break
-        applied += [AppliedFix(d.code, d.line, d.fix.description, d.fix.safe, d.fix.applicability)  # type: ignore[union-attr]
+        applied += [AppliedFix(d.code, d.line, d.fix.description, d.fix.safe, d.fix.applicability, d.name)  # type: ignore[union-attr]
                     for d in chosen]
         current = new_source
         result = engine.lint_source(current, path, rules)

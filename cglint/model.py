@@ -11,7 +11,7 @@ so the cost is one walk plus work proportional to the sites.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Iterator, Union
 
@@ -55,6 +55,11 @@ KERAS_VARIABLE_CONSTRUCTORS = frozenset(
         "tensorflow.keras.Variable",
     }
 )
+# A Keras layer's weights by attribute (`self.dense.kernel`), and its own weight lists.
+KERAS_WEIGHT_ATTRIBUTES = frozenset({
+    "kernel", "bias", "recurrent_kernel", "depthwise_kernel", "pointwise_kernel", "embeddings", "gamma", "beta",
+})
+_OWN_WEIGHT_LISTS = frozenset({"trainable_weights", "weights", "trainable_variables", "variables"})
 # Keras 2 (`tf_keras`, TF_USE_LEGACY_KERAS) layers: their `add_weight` returns a plain tf.Variable.
 _LEGACY_KERAS = ("tf_keras.", "tensorflow.python.keras.", "keras.legacy.")
 # Modules whose members are TensorFlow ops under their plain name (tf.tan, tf.math.tan, ...).
@@ -67,8 +72,18 @@ _OP_NAMESPACES = (
     "tensorflow.python.ops.nn_impl.",
     "tensorflow.python.ops.gen_nn_ops.",
     "tensorflow.python.ops.special_math_ops.",
+    # Activations and Keras 3 ops under every spelling (`tf.keras.activations.sigmoid`,
+    # `keras.activations.tanh`, `keras.ops.sin`, `from keras import activations`).
+    "tensorflow.keras.activations.",
+    "tensorflow.keras.ops.",
+    "keras.activations.",
+    "keras.ops.",
+    "keras.src.activations.",
+    "keras.src.ops.",
     "tensorflow.",
 )
+# Spellings of the same op under another name.
+_OP_ALIASES = {"exponential": "exp", "math.log1p": "log1p"}
 
 
 def normalize(qualname: str | None) -> str | None:
@@ -88,6 +103,7 @@ def tf_op_name(qualname: str | None) -> str | None:
     for ns in _OP_NAMESPACES:
         if qualname.startswith(ns):
             rest = qualname[len(ns) :]
+            rest = _OP_ALIASES.get(rest, rest)
             return rest if "." not in rest else None
     return None
 
@@ -99,7 +115,14 @@ class Param:
         self.node = node
 
 
-Binding = Union[cst.BaseExpression, cst.FunctionDef, cst.ClassDef, Param, None]
+class Unpacked:
+    """Marker binding: the name is entry `index` of `source`, unpacked (`a, b = source`)."""
+
+    def __init__(self, source: cst.BaseExpression, index: int) -> None:
+        self.source, self.index = source, index
+
+
+Binding = Union[cst.BaseExpression, cst.FunctionDef, cst.ClassDef, Param, Unpacked, None]
 
 
 @dataclass(eq=False)
@@ -120,8 +143,32 @@ class Scope:
     # `a is b`, `a == b`, ... made directly in this scope (identity checks on variables).
     comparisons: list[cst.Comparison] = field(default_factory=list)
 
-    def bind(self, name: str, value: Binding) -> None:
+    # For each entry of `bindings[name]`: (when it was bound, in source order; whether it is
+    # bound unconditionally, directly in the body rather than under an if/loop/try).
+    order: dict[str, list[tuple[int, bool]]] = field(default_factory=dict)
+
+    def bind(self, name: str, value: Binding, seq: int = -1, sure: bool = False) -> None:
         self.bindings.setdefault(name, []).append(value)
+        self.order.setdefault(name, []).append((seq, sure))
+
+    def visible(self, name: str, before: int | None) -> list[Binding]:
+        """The bindings of `name` a read can see: from the last unconditional one on. A read in
+        this scope (`before` = its position) sees those made before it; a read in a nested
+        function (`before` None: a grad fn runs after the forward returned) sees the last."""
+        values = self.bindings.get(name, [])
+        order = self.order.get(name, [])
+        if len(order) != len(values):
+            return values
+        pairs = list(zip(values, order))
+        if before is not None:
+            earlier = [p for p in pairs if 0 <= p[1][0] < before]
+            if not earlier:
+                return values  # read before any binding (a loop, a later def): anything
+            pairs = earlier
+        for i in range(len(pairs) - 1, -1, -1):
+            if pairs[i][1][1]:
+                return [v for v, _ in pairs[i:]]
+        return [v for v, _ in pairs]
 
     def lookup(self, name: str) -> tuple[Scope, list[Binding]] | None:
         """The innermost scope binding `name` (class bodies are skipped, as in Python)."""
@@ -171,12 +218,32 @@ class Variable:
     # A Keras 3 weight (`self.add_weight(...)`, `keras.Variable(...)`): `variables` holds its
     # backing `w.value`, and the wrapper has no `.ref()`.
     keras: bool = False
+    # False when the entry stands for variables the source does not name one by one (a
+    # sublayer's weights, an entry of a container read by an unknown index): fixes that key
+    # gradients on each variable need exact entries.
+    exact: bool = True
 
     @property
     def ref_code(self) -> str:
         """The expression keying a gradient on this variable the way `v.ref()` for `v` in
         `variables` finds it: `self.w.value.ref()` for a Keras weight, `w.ref()` otherwise."""
         return f"{self.name}.value.ref()" if self.keras else f"{self.name}.ref()"
+
+
+@dataclass(eq=False)
+class Helper:
+    """A function of the module a name refers to (see `ModuleModel.helper`): its def and scope."""
+
+    node: cst.FunctionDef
+    scope: Scope
+
+    @property
+    def params(self) -> list[str]:
+        """Its positional parameter names, in order."""
+        return [p.name.value for p in _positional_params(self.node.params)]
+
+    def returned(self) -> list[cst.BaseExpression]:
+        return [r.value for r in self.scope.returns if r.value is not None]
 
 
 @dataclass(eq=False)
@@ -187,6 +254,14 @@ class GradReturn:
     value: cst.BaseExpression | None
     # The top-level elements when the value is a literal tuple (or a name bound to one).
     elements: list[cst.BaseExpression] | None
+
+    @property
+    def pair(self) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+        """`(input_grads, var_grads)` when the return is a literal 2-tuple: the shape TensorFlow
+        unpacks when the forward read variables (without variables it is two input gradients)."""
+        if self.elements is None or len(self.elements) != 2:
+            return None
+        return self.elements[0], self.elements[1]
 
 
 @dataclass(eq=False)
@@ -211,6 +286,13 @@ class GradFn:
     def reads(self, name: str) -> bool:
         """Whether the grad fn's body (nested functions included) reads `name`."""
         return self.scope.reads_name(name)
+
+    @property
+    def upstream_names(self) -> list[str]:
+        """Every name the upstream gradients arrive under: the positional parameters (not
+        `variables`) and a `*args` that collects them."""
+        star = self.node.params.star_arg
+        return list(self.upstream_params) + ([star.name.value] if isinstance(star, cst.Param) else [])
 
 
 @dataclass(eq=False)
@@ -326,6 +408,8 @@ class ModuleModel:
         # a lambda's body, unpacked `a, b = f()`, indexed `f()[0]`): the caller treats it as a
         # structure, not as one tensor.
         self.forwarded_calls: set[int] = collector.forwarded
+        # id(Name read) -> its position in source order, against the bindings' (`Scope.order`).
+        self._read_seq: dict[int, int] = collector.read_seq
         self.sites: list[GradientSite] = self._find_sites()
 
     @property
@@ -359,7 +443,9 @@ class ModuleModel:
             found = scope.lookup(expr.value)
             if found is None:
                 return [expr]
-            owner, values = found
+            owner, _ = found
+            seq = self._read_seq.get(id(expr))
+            values = owner.visible(expr.value, seq if owner is scope else None)
             out: list[Binding] = []
             for value in values:
                 if isinstance(value, cst.Name):
@@ -368,6 +454,17 @@ class ModuleModel:
                     out.append(value)
             return out
         return [expr]
+
+    def helper(self, expr: cst.BaseExpression | None, scope: Scope) -> Helper | None:
+        """The module's own function a name (or a call's callee) refers to in `scope`, when the
+        name is bound to exactly one def there: `dtan` in `dtan(y)` -> `def dtan(a): ...`."""
+        if not isinstance(expr, cst.Name):
+            return None
+        defs = [v for v in self.resolve(expr, scope) if isinstance(v, cst.FunctionDef) and v in self.scope_of]
+        if len(defs) != 1:
+            return None
+        node = defs[0]
+        return Helper(node, self.scope_of[node])
 
     def is_variable_call(self, call: cst.CSTNode) -> bool:
         if not isinstance(call, cst.Call):
@@ -410,30 +507,162 @@ class ModuleModel:
         return Variable("", value, _trainable(value), False, self.is_keras_variable_call(value))  # type: ignore[arg-type]
 
     def weight(self, expr: cst.BaseExpression | None, scope: Scope) -> Variable | None:
-        """The variable an expression holds, as far as the module says: `self.w` (an attribute
-        some method of the class binds to a variable) or a name bound to one (directly, or to
-        such an attribute: `w = self.w`). `self.w.value` is the backing variable, not this."""
-        for value in self.resolve(expr, scope) if expr is not None else []:
-            found = self.variable_of(value)
-            if found is None and isinstance(value, cst.Attribute) and _is_self(value.value):
-                cls = scope.enclosing_class()
-                for bound in (cls.attributes.get(value.attr.value, []) if cls is not None else []):
-                    found = self.variable_of(bound)
-                    if found is not None:
-                        break
-            if found is not None:
-                found.name = self.module.code_for_node(expr).strip() if expr is not None else ""
-                return found
+        """The one variable an expression holds, when the module says which (see `weights`)."""
+        found = self.weights(expr, scope)
+        return found[0] if len(found) == 1 else None
+
+    def weights(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> list[Variable]:
+        """The variables an expression holds, followed through the module's data flow:
+        `tf.Variable(...)` / `self.add_weight(...)` / `keras.Variable(...)`; a name bound to one
+        (`w = self.kernel`, the binding in effect); `self.w` (bound in any method of the class);
+        lists, tuples and dicts of them and their entries (`self.ws[0]`, `self.params["w"]`,
+        `kernel, bias = self.trainable_weights`); `self.w.value` (a Keras weight's backing
+        variable, a plain tf.Variable); and a sublayer's weights (`self.dense.kernel`, or all of
+        `self.dense`, one inexact entry). Each Variable's `name` is the expression as written."""
+        if expr is None or depth > 6:
+            return []
+        out: list[Variable] = []
+        name: str | None = None
+        for value in self.resolve(expr, scope):
+            if isinstance(value, cst.Attribute) and _is_self(value.value):
+                # `self.ws` bound to a literal list: its entries by index (`self.ws[0]`).
+                bound = self.attribute_values(scope, value.attr.value)
+                value = bound[0] if len(bound) == 1 and isinstance(bound[0], (cst.List, cst.Tuple, cst.Dict)) else value
+            found = self._weights_of(value, scope, depth)
+            if not found:
+                continue
+            name = name or (expr.value if isinstance(expr, cst.Name) else self.module.code_for_node(expr).strip())
+            keys = _entry_keys(value)
+            if keys is not None and len(keys) == len(found):
+                out += [replace(var, name=f"{name}[{key}]") if var.exact else var for var, key in zip(found, keys)]
+            else:
+                out += [replace(var, name=name) if var.exact else var for var in found]
+        return out
+
+    def attribute_values(self, scope: Scope, attr: str) -> list[Binding]:
+        """What `self.<attr>` is bound to in the class `scope` is in, or in a base class of this
+        module (`self.dense = Dense(4)` in the base's `__init__`)."""
+        cls = scope.enclosing_class()
+        seen = 0
+        while cls is not None and seen < 8:
+            seen += 1
+            if attr in cls.attributes:
+                return cls.attributes[attr]
+            cls = self._module_base(cls)
+        return []
+
+    def _module_base(self, cls: Scope) -> Scope | None:
+        node = cls.node
+        if not isinstance(node, cst.ClassDef):
+            return None
+        for base in node.bases:
+            if isinstance(base.value, cst.Name):
+                for bound in self.root.bindings.get(base.value.value, []):
+                    if isinstance(bound, cst.ClassDef) and bound is not node and bound in self.scope_of:
+                        return self.scope_of[bound]
         return None
 
-    def literal_elements(self, expr: cst.BaseExpression | None, scope: Scope) -> list[cst.BaseExpression] | None:
-        """Elements of a literal tuple/list, following a name bound once to one."""
+    def _weights_of(self, value: Binding, scope: Scope, depth: int) -> list[Variable]:
+        made = self.variable_of(value)
+        if made is not None:
+            return [made]
+        if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+            return [v for el in value.elements if not isinstance(el, cst.StarredElement)
+                    for v in self.weights(el.value, scope, depth + 1)]
+        if isinstance(value, cst.Dict):
+            return [v for el in value.elements if isinstance(el, cst.DictElement)
+                    for v in self.weights(el.value, scope, depth + 1)]
+        if isinstance(value, cst.Subscript):
+            entry = _literal_entry(self.resolve(value.value, scope), value)
+            if entry is not None:
+                return self.weights(entry, scope, depth + 1)
+            return [replace(v, exact=False) for v in self.weights(value.value, scope, depth + 1)]
+        if isinstance(value, Unpacked):
+            entry = _unpacked_entry(self.resolve(value.source, scope), value.index)
+            if entry is not None:
+                return self.weights(entry, scope, depth + 1)
+            own = self._own_weights(value.source, scope)
+            return [own] if own is not None else []
+        if isinstance(value, cst.Attribute):
+            if _is_self(value.value):
+                for bound in self.attribute_values(scope, value.attr.value):
+                    found = self._weights_of(bound, scope, depth + 1)
+                    if found:
+                        return found
+                    layer = self.keras_layer_call(bound)
+                    if layer is not None:
+                        # A sublayer: its weights, which the source does not list one by one.
+                        return [Variable(self.module.code_for_node(value).strip(), layer, _trainable(layer), False,
+                                         True, exact=False)]
+                return []
+            inner = self.weights(value.value, scope, depth + 1)
+            if value.attr.value == "value" and len(inner) == 1 and inner[0].keras:
+                return [replace(inner[0], keras=False)]  # `self.w.value`: the backing tf.Variable
+            if len(inner) == 1 and not inner[0].exact and value.attr.value in KERAS_WEIGHT_ATTRIBUTES:
+                return [replace(inner[0], exact=True)]  # `self.dense.kernel`
+        return []
+
+    def _own_weights(self, source: cst.BaseExpression, scope: Scope) -> Variable | None:
+        """One entry of `self.trainable_weights` (and the like) in a Keras layer or tf.Module."""
+        if not (isinstance(source, cst.Attribute) and _is_self(source.value) and source.attr.value in _OWN_WEIGHT_LISTS):
+            return None
+        cls = scope.enclosing_class()
+        keras = cls is not None and self.is_keras_class(cls)
+        return Variable("", source, source.attr.value != "non_trainable_weights", False, keras)  # type: ignore[arg-type]
+
+    def is_keras_class(self, cls: Scope) -> bool:
+        """Whether a class scope is a Keras layer or model: built on `keras.*` / `tf.keras.*`
+        (not Keras 2's `tf_keras`), directly or through a class of this module."""
+        node = cls.node
+        if not isinstance(node, cst.ClassDef):
+            return False
+        for base in node.bases:
+            qualname = self.qualname(base.value) or ""
+            if qualname.startswith(("keras.", "tensorflow.keras.")):
+                return True
+            if isinstance(base.value, cst.Name):
+                for bound in self.root.bindings.get(base.value.value, []):
+                    if isinstance(bound, cst.ClassDef) and bound is not node and bound in self.scope_of:
+                        if self.is_keras_class(self.scope_of[bound]):
+                            return True
+        return False
+
+    def keras_layer_call(self, value: Binding) -> cst.Call | None:
+        """`keras.layers.Dense(4)` / `tf.keras.layers.Dense(4)` / `MyLayer()` (a Keras class of
+        this module): the call making a sublayer, whose weights are Keras 3 variables."""
+        if not isinstance(value, cst.Call):
+            return None
+        qualname = self.qualname(value.func) or ""
+        if qualname.startswith(("keras.layers.", "tensorflow.keras.layers.", "keras.src.layers.")):
+            return value
+        if isinstance(value.func, cst.Name):
+            for bound in self.root.bindings.get(value.func.value, []):
+                if isinstance(bound, cst.ClassDef) and bound in self.scope_of and self.is_keras_class(self.scope_of[bound]):
+                    return value
+        return None
+
+    def literal_elements(self, expr: cst.BaseExpression | None, scope: Scope,
+                         depth: int = 0) -> list[cst.BaseExpression] | None:
+        """Elements of a literal tuple/list, following a name bound once to one, and through
+        `tuple(...)`/`list(...)` and a comprehension that yields the entries unchanged."""
         values = self.resolve(expr, scope)
         if len(values) != 1:
             return None
         value = values[0]
         if isinstance(value, (cst.Tuple, cst.List)):
             return [el.value for el in value.elements] if not _has_star(value) else None
+        if (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("tuple", "list")
+                and scope.lookup(value.func.value) is None):
+            # `tuple([dx, dw])`, `list((dw, db))`: the literal inside.
+            inner = positional_arguments(value)
+            if inner is not None and len(inner) == 1 and len(value.args) == 1:
+                return self.literal_elements(inner[0], scope) if depth < 4 else None
+        if isinstance(value, (cst.ListComp, cst.GeneratorExp)) and depth < 4:
+            # `[g for g in (dw, db)]`: the iterable's entries, when the comprehension yields each as is.
+            loop = value.for_in
+            if (isinstance(value.elt, cst.Name) and isinstance(loop.target, cst.Name) and value.elt.value == loop.target.value
+                    and not loop.ifs and loop.inner_for_in is None):
+                return self.literal_elements(loop.iter, scope, depth + 1)
         return None
 
     def flat_count(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0,
@@ -500,7 +729,7 @@ class ModuleModel:
         for call, scope in self.all_calls:
             if not self._is_custom_gradient(call.func):
                 continue
-            target = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "f"), None)
+            target = argument(call, 0, "f")
             forward: FunctionNode | None = None
             name = "<lambda>"
             if isinstance(target, cst.Lambda):
@@ -564,9 +793,10 @@ class ModuleModel:
         site.variables = self._variables_read(site)
         return site
 
-    def _grad_fn(self, expr: cst.BaseExpression, scope: Scope) -> GradFn | None:
+    def _grad_fn(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> GradFn | None:
         node: FunctionNode | None = None
         name = "<lambda>"
+        bound_positional, bound_keywords = 0, set()
         for value in self.resolve(expr, scope):
             if isinstance(value, (cst.FunctionDef, cst.Lambda)):
                 node = value
@@ -574,17 +804,33 @@ class ModuleModel:
                     name = value.name.value
                 elif isinstance(expr, cst.Name):
                     name = expr.value
+            elif isinstance(value, cst.Call) and self.qualname(value.func) == "functools.partial" and depth < 2:
+                # `functools.partial(_grad, x=x)`: TensorFlow calls what is left of `_grad`.
+                inner = self._grad_fn(value.args[0].value, scope, depth + 1) if value.args else None
+                rest = value.args[1:]
+                if inner is None or any(a.star for a in rest):
+                    return None
+                node = inner.node
+                name = inner.name
+                bound_positional = sum(1 for a in rest if a.keyword is None)
+                bound_keywords = {a.keyword.value for a in rest if a.keyword is not None}
         if node is None or node not in self.scope_of:
             return None
         gscope = self.scope_of[node]
         params = node.params
-        positional = _positional_params(params)
+        positional = _positional_params(params)[bound_positional:]
         # TensorFlow passes `variables` by keyword, so it is never an upstream gradient.
-        upstream = [p for p in positional if p.name.value != "variables"]
+        upstream = [p for p in positional if p.name.value != "variables" and p.name.value not in bound_keywords]
         named = {p.name.value for p in positional} | {p.name.value for p in params.kwonly_params}
         kwargs = params.star_kwarg.name.value if isinstance(params.star_kwarg, cst.Param) else None
         returns = []
+        higher_order = isinstance(node, cst.FunctionDef) and any(self._is_custom_gradient(d.decorator) for d in node.decorators)
         for value, ret in _return_values_with_nodes(node, gscope):
+            if higher_order:
+                # The grad fn is itself `@tf.custom_gradient`: it returns `(gradients, grad_of_grad)`
+                # and its callers (TensorFlow) get the gradients alone.
+                pair = self.literal_elements(value, gscope) if value is not None else None
+                value = pair[0] if pair is not None and len(pair) == 2 else None
             returns.append(GradReturn(ret, value, self.literal_elements(value, gscope) if value is not None else None))
         return GradFn(
             node=node,
@@ -600,36 +846,31 @@ class ModuleModel:
 
     def _variables_read(self, site: GradientSite) -> list[Variable]:
         """Variables the forward reads that are not inputs. TensorFlow watches reads made while
-        the forward runs, so reads inside the grad fns (which run later) do not count."""
+        the forward runs, so reads inside the grad fns (which run later) do not count. A name
+        or `self.x` read is followed through the data flow `weights` knows (aliases made in
+        the enclosing method, containers, sublayers)."""
         grad_scopes = site.grad_fn_scopes()
+        inputs = set(site.inputs)
         found: dict[str, Variable] = {}
         for scope in site.scopes():
             if scope in grad_scopes:
                 continue
             for name in scope.reads:
-                if name.value in found:
+                if name.value in found or (scope is site.scope and name.value in inputs):
                     continue
-                hit = scope.lookup(name.value)
-                if hit is None:
+                if scope.lookup(name.value) is None:
                     continue
-                owner, values = hit
-                for value in values:
-                    if self.is_variable_call(value):
-                        inside = owner.within(site.scope)
-                        found[name.value] = Variable(name.value, value, _trainable(value), inside,  # type: ignore[arg-type]
-                                                     self.is_keras_variable_call(value))
-                        break
+                for var in self.weights(name, scope):
+                    inside = var.created_by is not None and self._made_within(var.created_by, site.scope)
+                    found.setdefault(var.name, replace(var, created_inside=inside))
             for attr in scope.attribute_reads:
-                key = f"self.{attr.attr.value}"
-                cls = scope.enclosing_class()
-                if key in found or cls is None:
-                    continue
-                for value in cls.attributes.get(attr.attr.value, []):
-                    if self.is_variable_call(value):
-                        found[key] = Variable(key, value, _trainable(value), False,  # type: ignore[arg-type]
-                                              self.is_keras_variable_call(value))
-                        break
+                for var in self.weights(attr, scope):
+                    found.setdefault(var.name, var)
         return list(found.values())
+
+    def _made_within(self, call: cst.CSTNode, scope: Scope) -> bool:
+        made_in = self._scope_holding(call)
+        return made_in is not None and made_in.within(scope)
 
     # ---- module-level questions ----------------------------------------------------------
 
@@ -1112,11 +1353,67 @@ def _positional_params(params: cst.Parameters) -> list[cst.Param]:
     return list(params.posonly_params) + list(params.params)
 
 
+def _literal_entry(containers: list[Binding], subscript: cst.Subscript) -> cst.BaseExpression | None:
+    """`ws[0]` / `params["w"]` where `ws`/`params` is bound once to a literal: that entry."""
+    if len(containers) != 1 or len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
+        return None
+    container, key = containers[0], subscript.slice[0].slice.value
+    if isinstance(container, (cst.List, cst.Tuple)) and isinstance(key, cst.Integer) and not _has_star(container):
+        i = int(key.value, 0)
+        return container.elements[i].value if -len(container.elements) <= i < len(container.elements) else None
+    if isinstance(container, cst.Dict) and isinstance(key, cst.SimpleString):
+        for el in container.elements:
+            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == key.evaluated_value:
+                return el.value
+    return None
+
+
+def _entry_keys(value: Binding) -> list[str] | None:
+    """How a literal container's entries are written as subscripts: `0`, `1` / `"w"`."""
+    if isinstance(value, (cst.List, cst.Tuple)) and not _has_star(value):
+        return [str(i) for i in range(len(value.elements))]
+    if isinstance(value, cst.Dict) and all(isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
+                                           for el in value.elements):
+        return [el.key.value for el in value.elements]  # type: ignore[union-attr]
+    return None
+
+
+def _unpacked_entry(containers: list[Binding], index: int) -> cst.BaseExpression | None:
+    if len(containers) == 1 and isinstance(containers[0], (cst.List, cst.Tuple)) and not _has_star(containers[0]):
+        elements = containers[0].elements
+        return elements[index].value if index < len(elements) else None
+    return None
+
+
 def _trainable(call: cst.Call) -> bool:
+    value = argument(call, keyword="trainable")
+    return not (isinstance(value, cst.Name) and value.value == "False")
+
+
+def argument(call: cst.Call, position: int | None = None, keyword: str | None = None) -> cst.BaseExpression | None:
+    """The argument a call passes for a parameter, by keyword or at `position` (0-based, among
+    the plain positional arguments; none past a `*args` splat, whose length is unknown)."""
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "trainable":
-            return not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
-    return True
+        if keyword is not None and arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    if position is not None:
+        for i, arg in enumerate(call.args):
+            if arg.keyword is not None or arg.star:
+                return None
+            if i == position:
+                return arg.value
+    return None
+
+
+def positional_arguments(call: cst.Call) -> list[cst.BaseExpression] | None:
+    """The call's positional arguments, or None when a `*splat` makes them unknown."""
+    out = []
+    for arg in call.args:
+        if arg.star == "*":
+            return None
+        if arg.keyword is None and not arg.star:
+            out.append(arg.value)
+    return out
 
 
 def _return_values_with_nodes(
@@ -1154,6 +1451,23 @@ class _Collector(cst.CSTVisitor):
         self.defs: list[tuple[cst.FunctionDef, Scope]] = []
         self.calls: list[tuple[cst.Call, Scope]] = []
         self.forwarded: set[int] = set()
+        self.read_seq: dict[int, int] = {}
+        self.seq = 0
+        # Per open scope: how many if/loop/try blocks deep the walk is inside it.
+        self.depth: list[int] = [0]
+
+    def _bind(self, name: str, value: Binding, sure: bool | None = None) -> None:
+        self.seq += 1
+        self.scope.bind(name, value, self.seq, self.depth[-1] == 0 if sure is None else sure)
+
+    def _enter_block(self, node: cst.CSTNode) -> None:
+        self.depth[-1] += 1
+
+    def _leave_block(self, node: cst.CSTNode) -> None:
+        self.depth[-1] -= 1
+
+    visit_If = visit_While = visit_Try = visit_TryStar = visit_Match = _enter_block  # type: ignore[assignment]
+    leave_If = leave_While = leave_Try = leave_TryStar = leave_Match = _leave_block  # type: ignore[assignment]
 
     @property
     def scope(self) -> Scope:
@@ -1190,7 +1504,12 @@ class _Collector(cst.CSTVisitor):
         self.scope.nested.append(scope)
         self.scope_of[node] = scope
         self.stack.append(scope)
+        self.depth.append(0)
         return scope
+
+    def _pop(self) -> None:
+        self.stack.pop()
+        self.depth.pop()
 
     def _bind_params(self, scope: Scope, params: cst.Parameters) -> None:
         every = [*params.posonly_params, *params.params, *params.kwonly_params]
@@ -1198,10 +1517,11 @@ class _Collector(cst.CSTVisitor):
             if isinstance(extra, cst.Param):
                 every.append(extra)
         for p in every:
-            scope.bind(p.name.value, Param(p))
+            self.seq += 1
+            scope.bind(p.name.value, Param(p), self.seq, True)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.scope.bind(node.name.value, node)
+        self._bind(node.name.value, node)
         if node.decorators:
             self.defs.append((node, self.scope))
         # Decorators and defaults belong to the enclosing scope.
@@ -1222,31 +1542,36 @@ class _Collector(cst.CSTVisitor):
         scope = self._push(node)
         self._bind_params(scope, node.params)
         node.body.visit(self)
-        self.stack.pop()
+        self._pop()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.scope.bind(node.name.value, node)
+        self._bind(node.name.value, node)
         for dec in node.decorators:
             dec.visit(self)
         for base in node.bases:
             base.visit(self)
         self._push(node)
         node.body.visit(self)
-        self.stack.pop()
+        self._pop()
         return False
 
     # -- bindings
-    def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+    def _bind_target(self, target: cst.BaseExpression, value: Binding, sure: bool | None = None) -> None:
         if isinstance(target, cst.Name):
-            self.scope.bind(target.value, value)
+            self._bind(target.value, value, sure)
         elif isinstance(target, (cst.Tuple, cst.List)):
-            values = None
-            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+            values: list[Binding] | None = None
+            if _has_star(target):
+                values = None
+            elif isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
                 values = [el.value for el in value.elements]
+            elif isinstance(value, cst.BaseExpression):
+                # `kernel, bias = self.trainable_weights`: each name holds one entry of the value.
+                values = [Unpacked(value, i) for i in range(len(target.elements))]
             for i, el in enumerate(target.elements):
-                self._bind_target(el.value, values[i] if values and not _has_star(target) else None)
+                self._bind_target(el.value, values[i] if values else None, sure)
         elif isinstance(target, cst.StarredElement):
-            self._bind_target(target.value, None)
+            self._bind_target(target.value, None, sure)
         elif isinstance(target, cst.Attribute) and _is_self(target.value) and value is not None:
             cls = self.scope.enclosing_class()
             if cls is not None:
@@ -1273,7 +1598,7 @@ class _Collector(cst.CSTVisitor):
         node.value.visit(self)
         node.target.visit(self)  # an augmented target is read as well
         if isinstance(node.target, cst.Name):
-            self.scope.bind(node.target.value, None)
+            self._bind(node.target.value, None)
         return False
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
@@ -1283,15 +1608,17 @@ class _Collector(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> bool:
         node.iter.visit(self)
-        self._bind_target(node.target, None)
+        self._bind_target(node.target, None, sure=False)  # the loop may not run
+        self.depth[-1] += 1
         node.body.visit(self)
         if node.orelse is not None:
             node.orelse.visit(self)
+        self.depth[-1] -= 1
         return False
 
     def visit_CompFor(self, node: cst.CompFor) -> bool:
         node.iter.visit(self)
-        self._bind_target(node.target, None)
+        self._bind_target(node.target, None, sure=False)  # the comprehension's own name
         for cond in node.ifs:
             cond.visit(self)
         if node.inner_for_in is not None:
@@ -1311,6 +1638,8 @@ class _Collector(cst.CSTVisitor):
     # -- reads, calls, returns
     def visit_Name(self, node: cst.Name) -> None:
         self.scope.reads.append(node)
+        self.seq += 1
+        self.read_seq[id(node)] = self.seq
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if _is_self(node.value):

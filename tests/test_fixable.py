@@ -154,3 +154,32 @@ def test_fix_keeps_the_safe_keyword_construction():
     with pytest.raises(ValueError):
         Fix([], applicability="sometimes")
     assert len(ALL_RULES) > 10
+
+
+# ---- --show-fixes ---------------------------------------------------------------------------
+
+
+def test_show_fixes_lists_what_fix_changed_per_file_and_rule(tmp_path):
+    (tmp_path / "ops.py").write_text(SEED.read_text())
+    (tmp_path / "clean.py").write_text((FIXTURES / "seed" / "correct.py").read_text())
+    run = cglint("--fix", "--unsafe-fixes", "--show-fixes", "clean.py", "ops.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith(
+        "Fixed 4 problems:\n"
+        "- ops.py:\n"
+        "    1 × CG001 (nested-tf-function)\n"
+        "    1 × CG002 (flat-variable-gradients)\n"
+        "    1 × CG004 (missing-variables-parameter)\n"
+        "    1 × CG005 (output-derivative)\n\n"), run.stdout
+    assert "clean.py" not in run.stdout
+    # Nothing left to fix: nothing listed.
+    again = cglint("--fix", "--unsafe-fixes", "--show-fixes", "ops.py", cwd=tmp_path)
+    assert "Fixed" not in again.stdout and again.returncode == 0
+
+
+def test_show_fixes_with_diff_says_would_fix_on_stderr(tmp_path):
+    (tmp_path / "ops.py").write_text(SEED.read_text())
+    run = cglint("--diff", "--show-fixes", "ops.py", cwd=tmp_path)
+    assert run.returncode == 1 and run.stdout.startswith("--- a/ops.py")
+    assert "Would fix 1 problem:\n- ops.py:\n    1 × CG001 (nested-tf-function)\n" in run.stderr
+    assert (tmp_path / "ops.py").read_text() == SEED.read_text()

@@ -151,6 +151,8 @@ def keyed_variable_gradients(
     access = variables_expr(grad)
     if access is None or not variables or len(var_grads) != len(variables):
         return None
+    if not all(v.exact for v in variables):
+        return None  # a sublayer's weights: which ones, and in what number, the source does not say
     if not isinstance(ret.value, cst.Tuple) or ret.value is not (ret.node.value if isinstance(ret.node, cst.Return) else ret.node):
         return None
     names = [v.name for v in variables]

@@ -135,6 +135,24 @@ class Scale(tf.keras.layers.Layer):
 
         return x * self.k, grad
 '''),
+            Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        dw = tf.reduce_sum(dy * x)
+        db = tf.reduce_sum(dy)
+        return tuple([dy * w, dw, db])
+
+    return x * w + b, grad
+''',
+            at="12:9"),
+    
     ]
     VALID = [
         '''
@@ -197,13 +215,14 @@ def scale(x):
                         fix=_fix(site, grad, ret, ret.elements[:k], ret.elements[k:]),
                     )
                     continue
-                kind = kind_of(site.model, ret.elements[1], grad.scope)
+                _, var_grads = ret.pair  # type: ignore[misc]
+                kind = kind_of(site.model, var_grads, grad.scope)
                 if kind in (TENSOR, TUPLE, NONE) and kind != LIST:
                     yield Finding(
                         ret.node,
                         f"`{grad.name}` returns the variable gradients as a {kind}, not a list: TensorFlow "
                         "needs a list with one gradient per entry of `variables`, in that order",
-                        fix=_fix(site, grad, ret, None, _as_list(site, grad, ret.elements[1], kind)),
+                        fix=_fix(site, grad, ret, None, _as_list(site, grad, var_grads, kind)),
                     )
 
 
@@ -219,8 +238,8 @@ def _as_list(site: GradientSite, grad: GradFn, expr, kind: str) -> list | None:
 def _fix(site: GradientSite, grad: GradFn, ret: GradReturn, input_grads, var_grads):
     if var_grads is None or ret.elements is None:
         return None
-    if input_grads is None:
-        code = site.model.module.code_for_node(ret.elements[0]).strip()
+    if input_grads is None and ret.pair is not None:
+        code = site.model.module.code_for_node(ret.pair[0]).strip()
     else:
         code = input_grads_code(site, list(input_grads))
     if code is None:

@@ -145,19 +145,34 @@ def square(x):
 
     return x * x, grad
 ''',
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def cube(x):
+    @tf.custom_gradient
+    def grad(dy):
+        def grad_grad(ddx):
+            return ddx * 3.0 * x * x
+
+        return dy * 3.0 * x * x, grad_grad
+
+    return x * x * x, grad
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         for grad in site.grad_fns:
             for ret in grad.returns:
-                if ret.elements and len(ret.elements) == 2:
-                    if kind_of(site.model, ret.elements[1], grad.scope) == CALLABLE:
+                if ret.pair is not None:
+                    if kind_of(site.model, ret.pair[1], grad.scope) == CALLABLE:
                         yield Finding(
                             ret.node,
                             f"`{grad.name}` returns a callable in place of the variable gradients: TensorFlow "
                             "never calls it and raises \"object of type 'function' has no len()\"; return a list "
                             "with one gradient per entry of `variables`",
-                            fix=_call_with_variables(site, grad, ret.elements[1]),
+                            fix=_call_with_variables(site, grad, ret.pair[1]),
                         )
 
 

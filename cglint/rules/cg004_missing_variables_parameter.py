@@ -160,6 +160,197 @@ class Scale(tf.keras.layers.Layer):
     def call(self, x):
         return scale(x, self.w.value)
 '''),
+            Invalid(
+            '''
+import tensorflow as tf
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+    def call(self, x):
+        w = self.kernel
+
+        @tf.custom_gradient
+        def scale(x):
+            def grad(dy):
+                return dy * w
+
+            return x * w, grad
+
+        return scale(x)
+''',
+            at="13:17",
+            fixed='''
+import tensorflow as tf
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+    def call(self, x):
+        w = self.kernel
+
+        @tf.custom_gradient
+        def scale(x):
+            def grad(dy, variables=None):
+                return dy * w
+
+            return x * w, grad
+
+        return scale(x)
+'''),
+            Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def scaled(x):
+    with tf.compat.v1.variable_scope("scaled", reuse=tf.compat.v1.AUTO_REUSE):
+        w = tf.compat.v1.get_variable("w", shape=(), initializer=tf.compat.v1.ones_initializer())
+
+    def grad(dy):
+        return dy * w
+
+    return x * w, grad
+''',
+            at="9:9",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def scaled(x):
+    with tf.compat.v1.variable_scope("scaled", reuse=tf.compat.v1.AUTO_REUSE):
+        w = tf.compat.v1.get_variable("w", shape=(), initializer=tf.compat.v1.ones_initializer())
+
+    def grad(dy, variables=None):
+        return dy * w
+
+    return x * w, grad
+'''),
+            Invalid(
+            '''
+import tensorflow as tf
+
+class Chain(tf.Module):
+    def __init__(self):
+        self.scales = [tf.Variable(1.0), tf.Variable(2.0)]
+
+    @tf.Module.with_name_scope
+    def __call__(self, x):
+        @tf.custom_gradient
+        def chain(x):
+            def grad(dy):
+                return dy * self.scales[0] * self.scales[1]
+
+            return x * self.scales[0] * self.scales[1], grad
+
+        return chain(x)
+''',
+            at="12:17",
+            fixed='''
+import tensorflow as tf
+
+class Chain(tf.Module):
+    def __init__(self):
+        self.scales = [tf.Variable(1.0), tf.Variable(2.0)]
+
+    @tf.Module.with_name_scope
+    def __call__(self, x):
+        @tf.custom_gradient
+        def chain(x):
+            def grad(dy, variables=None):
+                return dy * self.scales[0] * self.scales[1]
+
+            return x * self.scales[0] * self.scales[1], grad
+
+        return chain(x)
+'''),
+            Invalid(
+            '''
+import keras
+import tensorflow as tf
+
+class Projection(keras.layers.Layer):
+    def __init__(self, units):
+        super().__init__()
+        self.dense = keras.layers.Dense(units)
+
+    def call(self, x):
+        @tf.custom_gradient
+        def project(x):
+            def grad(dy):
+                return dy @ tf.transpose(self.dense.kernel)
+
+            return self.dense(x), grad
+
+        return project(x)
+''',
+            at="13:17",
+            fixed='''
+import keras
+import tensorflow as tf
+
+class Projection(keras.layers.Layer):
+    def __init__(self, units):
+        super().__init__()
+        self.dense = keras.layers.Dense(units)
+
+    def call(self, x):
+        @tf.custom_gradient
+        def project(x):
+            def grad(dy, variables=None):
+                return dy @ tf.transpose(self.dense.kernel)
+
+            return self.dense(x), grad
+
+        return project(x)
+'''),
+            Invalid(
+            '''
+import keras
+import tensorflow as tf
+
+class Affine(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+        self.bias = self.add_weight(shape=(input_shape[-1],), initializer="zeros")
+
+    def call(self, x):
+        kernel, bias = self.trainable_weights
+
+        @tf.custom_gradient
+        def affine(x):
+            def grad(dy):
+                return dy * kernel
+
+            return x * kernel + bias, grad
+
+        return affine(x)
+''',
+            at="15:17",
+            fixed='''
+import keras
+import tensorflow as tf
+
+class Affine(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+        self.bias = self.add_weight(shape=(input_shape[-1],), initializer="zeros")
+
+    def call(self, x):
+        kernel, bias = self.trainable_weights
+
+        @tf.custom_gradient
+        def affine(x):
+            def grad(dy, variables=None):
+                return dy * kernel
+
+            return x * kernel + bias, grad
+
+        return affine(x)
+'''),
+    
     ]
     VALID = [
         '''
@@ -214,6 +405,47 @@ class Scale(tf.keras.layers.Layer):
     def call(self, x):
         return scale(x, self.w.value)
 ''',
+            '''
+import tensorflow as tf
+
+class Normalize(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.mean = self.add_weight(shape=(input_shape[-1],), initializer="zeros", trainable=False)
+
+    def call(self, x):
+        mean = self.mean
+
+        @tf.custom_gradient
+        def normalize(x):
+            def grad(dy):
+                return dy
+
+            return x - mean, grad
+
+        return normalize(x)
+''',
+            '''
+import keras
+import tensorflow as tf
+
+class Projection(keras.layers.Layer):
+    def __init__(self, units):
+        super().__init__()
+        self.dense = keras.layers.Dense(units)
+
+    def call(self, x):
+        @tf.custom_gradient
+        def project(x):
+            def grad(dy, variables=None):
+                kernel, bias = self.dense.kernel.value, self.dense.bias.value
+                by_var = {kernel.ref(): tf.transpose(x) @ dy, bias.ref(): tf.reduce_sum(dy, 0)}
+                return dy @ tf.transpose(self.dense.kernel), [by_var[v.ref()] for v in variables]
+
+            return self.dense(x), grad
+
+        return project(x)
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:

@@ -127,6 +127,39 @@ def make(w, b):
     return op
 ''',
             at="10:13"),
+            Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        dw = tf.reduce_sum(dy * x)
+        db = tf.reduce_sum(dy)
+        return dy * w, list((dw, db))
+
+    return x * w + b, grad
+''',
+            at="12:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        dw = tf.reduce_sum(dy * x)
+        db = tf.reduce_sum(dy)
+        return dy * w, [{w.ref(): dw, b.ref(): db}[v.ref()] for v in variables]
+
+    return x * w + b, grad
+'''),
+    
     ]
     VALID = [
         '''
@@ -206,6 +239,27 @@ def mul(x, y):
 
     return x * y, grad
 ''',
+            '''
+import tensorflow as tf
+
+class Affine(tf.Module):
+    def __init__(self):
+        self.params = {"w": tf.Variable(2.0), "b": tf.Variable(1.0)}
+
+    def __call__(self, x):
+        w, b = self.params["w"], self.params["b"]
+
+        @tf.custom_gradient
+        def affine(x):
+            def grad(dy, variables=None):
+                by_var = {w.ref(): tf.reduce_sum(dy * x), b.ref(): tf.reduce_sum(dy)}
+                return dy * w, [by_var[v.ref()] for v in variables]
+
+            return x * w + b, grad
+
+        return affine(x)
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -215,9 +269,10 @@ def mul(x, y):
             if grad.variables_param is None or grad.reads(grad.variables_param):
                 continue
             for ret in grad.returns:
-                if ret.elements is None or len(ret.elements) != 2:
+                if ret.pair is None:
                     continue
-                var_grads = site.model.literal_elements(ret.elements[1], grad.scope)
+                input_grads, listed = ret.pair
+                var_grads = site.model.literal_elements(listed, grad.scope)
                 if var_grads is None or len(var_grads) < 2 or all(_is_none(g) for g in var_grads):
                     continue  # one entry, or all `None`: no order to get wrong
                 yield Finding(
@@ -226,7 +281,7 @@ def mul(x, y):
                     f"reads `{grad.variables_param}`: TensorFlow pairs them with `variables`, whose order "
                     "changes from process to process, so gradients get silently swapped; build the list "
                     "from `variables` (e.g. `[grads[v.ref()] for v in variables]`)",
-                    fix=keyed_variable_gradients(site, grad, ret, site.model.module.code_for_node(ret.elements[0]).strip(),
+                    fix=keyed_variable_gradients(site, grad, ret, site.model.module.code_for_node(input_grads).strip(),
                                                  var_grads),
                 )
 

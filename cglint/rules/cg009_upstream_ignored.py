@@ -2,7 +2,6 @@
 
 from typing import Iterator
 
-import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, is_no_gradient
@@ -65,6 +64,21 @@ def sign_ste(x):
     return tf.sign(x), grad
 ''',
             at="6:9"),
+            Invalid(
+            '''
+import functools
+
+import tensorflow as tf
+
+def _square_grad(dy, x):
+    return 2.0 * x
+
+@tf.custom_gradient
+def square(x):
+    return x * x, functools.partial(_square_grad, x=x)
+''',
+            at="6:5"),
+    
     ]
     VALID = [
         '''
@@ -118,14 +132,24 @@ def not_differentiable(x):
 
     return tf.round(x), grad
 ''',
+            '''
+import functools
+
+import tensorflow as tf
+
+def _scaled_square_grad(dy, x, scale):
+    return dy * scale * 2.0 * x
+
+@tf.custom_gradient
+def scaled_square(x):
+    return 3.0 * x * x, functools.partial(_scaled_square_grad, x=x, scale=3.0)
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         for grad in site.grad_fns:
-            upstream = list(grad.upstream_params)
-            star = grad.node.params.star_arg
-            if isinstance(star, cst.Param):
-                upstream.append(star.name.value)
+            upstream = grad.upstream_names
             if not upstream or any(grad.reads(name) for name in upstream):
                 continue
             values = [r.value for r in grad.returns if r.value is not None]

@@ -179,6 +179,53 @@ class Gate(keras.layers.Layer):
 
         return gate(x)
 '''),
+            Invalid(
+            '''
+import keras
+import tensorflow as tf
+
+class Projection(keras.layers.Layer):
+    def __init__(self, units):
+        super().__init__()
+        self.dense = keras.layers.Dense(units)
+
+    def call(self, x):
+        @tf.custom_gradient
+        def project(x):
+            def grad(dy, variables=None):
+                dkernel = tf.transpose(x) @ dy
+                return dy @ tf.transpose(self.dense.kernel), [
+                    dkernel if v is self.dense.kernel else tf.reduce_sum(dy, 0) for v in variables
+                ]
+
+            return self.dense(x), grad
+
+        return project(x)
+''',
+            at="16:32",
+            fixed='''
+import keras
+import tensorflow as tf
+
+class Projection(keras.layers.Layer):
+    def __init__(self, units):
+        super().__init__()
+        self.dense = keras.layers.Dense(units)
+
+    def call(self, x):
+        @tf.custom_gradient
+        def project(x):
+            def grad(dy, variables=None):
+                dkernel = tf.transpose(x) @ dy
+                return dy @ tf.transpose(self.dense.kernel), [
+                    dkernel if v is self.dense.kernel.value else tf.reduce_sum(dy, 0) for v in variables
+                ]
+
+            return self.dense(x), grad
+
+        return project(x)
+'''),
+    
     ]
     VALID = [
         '''
@@ -240,6 +287,26 @@ class Lazy(keras.layers.Layer):
 
         return op(x)
 ''',
+            '''
+import tensorflow as tf
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.gain = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+    def call(self, x):
+        gain = self.gain.value
+
+        @tf.custom_gradient
+        def scale(x):
+            def grad(dy, variables=None):
+                return dy * gain, [tf.reduce_sum(dy * x, 0) if v is gain else None for v in variables]
+
+            return x * gain, grad
+
+        return scale(x)
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
