@@ -116,6 +116,18 @@ def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
                     mark(m_first, m_last)
         else:
             mark(first, last)
+    # Module-level helpers a kept statement calls (a derivative helper, `dtan(y)` -> `sec2(a)`)
+    # are followed by the model: keep them too, transitively.
+    helpers = {stmt.name: span(stmt) for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    pending = [i for i in range(1, len(lines) + 1) if keep[i]]
+    while pending and helpers:
+        text = "".join(lines[i - 1] for i in pending)
+        pending = []
+        for name in set(re.findall(r"\w+", text)) & helpers.keys():
+            first, last = helpers.pop(name)
+            if not keep[first]:
+                pending += [i for i in range(first, last + 1) if not keep[i]]
+                mark(first, last)
     # A blanked line keeps its line ending so every kept line stays where it was.
     return "".join(line if keep[i + 1] else _ending(line) for i, line in enumerate(lines))
 
