@@ -27,6 +27,17 @@ TF_CUSTOM_GRADIENT = frozenset(
         "tensorflow.python.ops.custom_gradient.custom_gradient",
     }
 )
+# Keras 3's custom_gradient: on the TensorFlow backend it is `tf.custom_gradient(f=fun)`
+# (keras/src/backend/tensorflow/core.py), its grad fns written `grad(*args, upstream=None)`.
+# Its sites are checked by the rules whose TensorFlow behaviour applies (`rules/_keras_ops.py`).
+KERAS_CUSTOM_GRADIENT = frozenset(
+    {
+        "keras.ops.custom_gradient",
+        "keras.src.ops.custom_gradient",
+        "keras.src.ops.core.custom_gradient",
+        "tensorflow.keras.ops.custom_gradient",
+    }
+)
 TF_FUNCTION = frozenset(
     {
         "tensorflow.function",
@@ -319,6 +330,12 @@ class GradientSite:
         return self.forward.name if isinstance(self.forward, cst.FunctionDef) else self.forward
 
     @property
+    def keras_ops(self) -> bool:
+        """A Keras 3 `keras.ops.custom_gradient` site (TensorFlow's on the TensorFlow backend)."""
+        expr = self.wrapper.decorator if isinstance(self.wrapper, cst.Decorator) else getattr(self.wrapper, "func", None)
+        return self.model.qualname(expr) in KERAS_CUSTOM_GRADIENT
+
+    @property
     def trainable_variables(self) -> list[Variable]:
         return [v for v in self.variables if v.trainable]
 
@@ -395,11 +412,11 @@ class UnwrappedCandidate:
 class ModuleModel:
     """Everything the rules may ask about one module."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = ()) -> None:
         self.module = module
         collector = _Collector(self)
         module.visit(collector)
-        self.imports: dict[str, str] = collector.imports
+        self.imports: dict[str, str] = reach_imports(collector.imports, tensorflow_aliases, collector.root)
         self.root: Scope = collector.root
         self.scope_of: dict[cst.CSTNode, Scope] = collector.scope_of
         self.decorated: list[tuple[cst.FunctionDef, Scope]] = collector.defs
@@ -716,7 +733,8 @@ class ModuleModel:
     # ---- site discovery ------------------------------------------------------------------
 
     def _is_custom_gradient(self, expr: cst.BaseExpression) -> bool:
-        return self.qualname(expr) in TF_CUSTOM_GRADIENT
+        qualname = self.qualname(expr)
+        return qualname in TF_CUSTOM_GRADIENT or qualname in KERAS_CUSTOM_GRADIENT
 
     def _find_sites(self) -> list[GradientSite]:
         sites: list[GradientSite] = []
@@ -1031,35 +1049,42 @@ class ModuleModel:
 
     def input_counts(self, site: GradientSite) -> list[int | None]:
         """Per positional input of `site`, how many tensors TensorFlow flattens it to: what the
-        module's calls pass there when that is literal (`f([a, b], c)`: 2 and 1); else 1 for a
-        parameter the forward uses as one tensor. None where the structure is not known: calls
-        that disagree, or none that say and a forward that takes the parameter apart (`xs[0]`,
-        `for x in xs`, `a, b = xs`, `len(xs)`, `tf.add_n(xs)`, ...)."""
+        module's calls pass there when that is a literal structure (`f([a, b], c)`: 2 and 1),
+        None when calls disagree or pass `*args` there; 1 where no call says (a guess: see
+        `inputs_taken_apart`)."""
         cache = self.__dict__.setdefault("_input_counts", {})
-        if id(site) in cache:
-            return cache[id(site)]
-        calls = self.calls_reaching(site)
-        structured = _StructureUse.of(self, site)
-        counts: list[int | None] = []
-        for i, param in enumerate(site.input_params):
-            known: set[int | None] = set()
-            for call, scope in calls:
-                positional = [a for a in call.args if a.keyword is None]
-                if any(a.star for a in positional[: i + 1]):
-                    known.add(None)
-                    continue
-                if i < len(positional):
-                    count = self._structure_count(positional[i].value, scope)
-                    if count is not None:
-                        known.add(count)
-            if len(known) > 1 or None in known:
-                counts.append(None)
-            elif known:
-                counts.append(known.pop())
-            else:
-                counts.append(None if param.name.value in structured else 1)
-        cache[id(site)] = counts
-        return counts
+        if id(site) not in cache:
+            counts: list[int | None] = []
+            guessed: set[str] = set()
+            calls = self.calls_reaching(site)
+            for i, param in enumerate(site.input_params):
+                known: set[int | None] = set()
+                for call, scope in calls:
+                    positional = [a for a in call.args if a.keyword is None]
+                    if any(a.star for a in positional[: i + 1]):
+                        known.add(None)
+                    elif i < len(positional):
+                        count = self._structure_count(positional[i].value, scope)
+                        if count is not None:
+                            known.add(count)
+                if len(known) > 1 or None in known:
+                    counts.append(None)
+                elif known:
+                    counts.append(known.pop())
+                else:
+                    counts.append(1)
+                    guessed.add(param.name.value)
+            cache[id(site)] = (counts, guessed)
+        return cache[id(site)][0]
+
+    def inputs_taken_apart(self, site: GradientSite) -> set[str]:
+        """Inputs whose count `input_counts` guessed (no call says) although the forward or a
+        grad fn takes them apart as a structure (`a, b = pair`, `xs[0]`, `for x in xs`,
+        `len(xs)`, `tf.add_n(xs)`, `*xs`): their real count is unknown. A walk of the site's
+        body, so rules ask only when a count disagrees."""
+        self.input_counts(site)
+        guessed = self.__dict__["_input_counts"][id(site)][1]
+        return _StructureUse.of(self, site) & guessed if guessed else set()
 
     def _structure_count(self, arg: cst.BaseExpression, scope: Scope, depth: int = 0) -> int | None:
         """What a call argument that is a literal structure (`[left, right]`, or a name bound
@@ -1240,6 +1265,49 @@ class ModuleModel:
                         if defs:
                             yield UnwrappedCandidate(node, scope, defs[0])
                             break
+
+
+# ---- reach: where TensorFlow comes from ------------------------------------------------------
+
+
+def alias_to_tensorflow(dotted: str, aliases: tuple[str, ...]) -> str:
+    """`lingvo.compat.custom_gradient` -> `tensorflow.custom_gradient` for a module configured
+    as a re-export of TensorFlow (`[tool.cglint] tensorflow-aliases = ["lingvo.compat"]`)."""
+    for alias in aliases:
+        if dotted == alias or dotted.startswith(alias + "."):
+            return "tensorflow" + dotted[len(alias):]
+    return dotted
+
+
+def reach_imports(imports: dict[str, str], aliases: tuple[str, ...], root: Scope) -> dict[str, str]:
+    """The module's imports as TensorFlow sees them: configured re-exports of TensorFlow are
+    TensorFlow; a `tf` the module reads but never binds or imports is TensorFlow (a snippet, a
+    notebook cell after `import tensorflow as tf` in another); and in TensorFlow's own
+    custom_gradient.py the module-local `custom_gradient` (the def exported as
+    `tf_export("custom_gradient")`) is `tf.custom_gradient`."""
+    out = {name: alias_to_tensorflow(dotted, aliases) for name, dotted in imports.items()} if aliases else imports
+    if "tf" not in out:
+        scopes = list(root.walk())
+        if not any("tf" in scope.bindings for scope in scopes) and any(
+            n.value == "tf" for scope in scopes for n in scope.reads
+        ):
+            out["tf"] = "tensorflow"
+    if "custom_gradient" not in out:
+        for value in root.bindings.get("custom_gradient", []):
+            if isinstance(value, cst.FunctionDef) and any(_exports_custom_gradient(d.decorator, out)
+                                                          for d in value.decorators):
+                out["custom_gradient"] = "tensorflow.custom_gradient"
+    return out
+
+
+def _exports_custom_gradient(decorator: cst.BaseExpression, imports: dict[str, str]) -> bool:
+    """`@tf_export("custom_gradient")`, TensorFlow's export of its own decorator."""
+    if not isinstance(decorator, cst.Call) or not decorator.args:
+        return False
+    func = decorator.func
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    first = decorator.args[0].value
+    return name == "tf_export" and isinstance(first, cst.SimpleString) and first.evaluated_value == "custom_gradient"
 
 
 # Calls that read no variables, for `may_read_unseen_variables`.

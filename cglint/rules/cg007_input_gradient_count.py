@@ -283,6 +283,8 @@ def pair_product(xs):
                     counts = [model.flat_count(ret.value, grad.scope)]
                 if None in counts or any(lo <= c <= hi for c in counts):  # type: ignore[operator]
                     continue
+                if model.inputs_taken_apart(site):
+                    return  # an input of unknown structure: any count may be right
                 got = counts[-1]
                 why = (" (its variables are all trainable=False, so TensorFlow passes no `variables` and counts "
                        "the variable gradients as input gradients)") if no_variables and pair is not None else ""
