@@ -556,6 +556,16 @@ class ModuleModel:
                 out += [replace(var, name=name) if var.exact else var for var in found]
         return out
 
+    def _containers(self, expr: cst.BaseExpression, scope: Scope) -> list[Binding]:
+        """What a container expression holds: a name's bindings, `self.x`'s class bindings."""
+        out: list[Binding] = []
+        for value in self.resolve(expr, scope):
+            if isinstance(value, cst.Attribute) and _is_self(value.value):
+                out += self.attribute_values(scope, value.attr.value) or [value]
+            else:
+                out.append(value)
+        return out
+
     def attribute_values(self, scope: Scope, attr: str) -> list[Binding]:
         """What `self.<attr>` is bound to in the class `scope` is in, or in a base class of this
         module (`self.dense = Dense(4)` in the base's `__init__`)."""
@@ -590,12 +600,12 @@ class ModuleModel:
             return [v for el in value.elements if isinstance(el, cst.DictElement)
                     for v in self.weights(el.value, scope, depth + 1)]
         if isinstance(value, cst.Subscript):
-            entry = _literal_entry(self.resolve(value.value, scope), value)
+            entry = _literal_entry(self._containers(value.value, scope), value)
             if entry is not None:
                 return self.weights(entry, scope, depth + 1)
             return [replace(v, exact=False) for v in self.weights(value.value, scope, depth + 1)]
         if isinstance(value, Unpacked):
-            entry = _unpacked_entry(self.resolve(value.source, scope), value.index)
+            entry = _unpacked_entry(self._containers(value.source, scope), value.index)
             if entry is not None:
                 return self.weights(entry, scope, depth + 1)
             own = self._own_weights(value.source, scope)
