@@ -6,7 +6,7 @@ from typing import Iterable
 
 import libcst as cst
 
-from cglint import files, noqa, quickscan
+from cglint import files, noqa, quickscan, reach
 from cglint.diagnostics import Diagnostic, FileResult, Finding
 from cglint.model import ModuleModel
 from cglint.rules import ALL_RULES, Rule
@@ -20,7 +20,7 @@ class InternalError(RuntimeError):
 
 def lint_source(
     source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True, reduce: bool = False,
-    apply_noqa: bool = True,
+    apply_noqa: bool = True, tensorflow_aliases: tuple[str, ...] | None = None,
 ) -> FileResult:
     """Lint one module. `prefilter` skips modules no rule can fire on (text test, then Python's
     fast parser); `reduce` lets libcst parse only the statements that matter (same findings,
@@ -36,7 +36,9 @@ def lint_source(
     if prefilter:
         if not files.may_hold_site(source):
             return FileResult(path, source, [], parsed=False)
-        scan = quickscan.scan(source)
+    aliases = reach.tensorflow_aliases(path) if tensorflow_aliases is None else tensorflow_aliases
+    if prefilter:
+        scan = quickscan.scan(source, aliases)
         if scan is not None and not scan.relevant:
             return FileResult(path, source, [], parsed=False)
         if reduce and scan is not None:
@@ -56,7 +58,7 @@ def lint_source(
         return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
 
     try:
-        model = ModuleModel(module)
+        model = ModuleModel(module, aliases)
         findings: list[tuple[type[Rule], Finding]] = []
         for rule in rules:
             findings.extend((rule, f) for f in rule().check(model))

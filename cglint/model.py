@@ -27,6 +27,17 @@ TF_CUSTOM_GRADIENT = frozenset(
         "tensorflow.python.ops.custom_gradient.custom_gradient",
     }
 )
+# Keras 3's custom_gradient: on the TensorFlow backend it is `tf.custom_gradient(f=fun)`
+# (keras/src/backend/tensorflow/core.py), its grad fns written `grad(*args, upstream=None)`.
+# Its sites are checked by the rules whose TensorFlow behaviour applies (`rules/_keras_ops.py`).
+KERAS_CUSTOM_GRADIENT = frozenset(
+    {
+        "keras.ops.custom_gradient",
+        "keras.src.ops.custom_gradient",
+        "keras.src.ops.core.custom_gradient",
+        "tensorflow.keras.ops.custom_gradient",
+    }
+)
 TF_FUNCTION = frozenset(
     {
         "tensorflow.function",
@@ -319,13 +330,21 @@ class GradientSite:
         return self.forward.name if isinstance(self.forward, cst.FunctionDef) else self.forward
 
     @property
+    def keras_ops(self) -> bool:
+        """A Keras 3 `keras.ops.custom_gradient` site (TensorFlow's on the TensorFlow backend)."""
+        expr = self.wrapper.decorator if isinstance(self.wrapper, cst.Decorator) else getattr(self.wrapper, "func", None)
+        return self.model.qualname(expr) in KERAS_CUSTOM_GRADIENT
+
+    @property
     def trainable_variables(self) -> list[Variable]:
         return [v for v in self.variables if v.trainable]
 
     @property
     def output_count(self) -> int | None:
-        """Number of flattened outputs, when every return agrees and the count is literal."""
-        counts = {self.model.flat_count(y, self.scope) for y in self.outputs}
+        """Number of flattened outputs, when every return agrees and the count is literal (an
+        input returned as an output flattens as the input does: `input_counts`)."""
+        params = self.model.param_counts(self)
+        counts = {self.model.flat_count(y, self.scope, params=params) for y in self.outputs}
         return counts.pop() if len(counts) == 1 else None
 
     def scopes(self) -> Iterator[Scope]:
@@ -393,11 +412,11 @@ class UnwrappedCandidate:
 class ModuleModel:
     """Everything the rules may ask about one module."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = ()) -> None:
         self.module = module
         collector = _Collector(self)
         module.visit(collector)
-        self.imports: dict[str, str] = collector.imports
+        self.imports: dict[str, str] = reach_imports(collector.imports, tensorflow_aliases, collector.root)
         self.root: Scope = collector.root
         self.scope_of: dict[cst.CSTNode, Scope] = collector.scope_of
         self.decorated: list[tuple[cst.FunctionDef, Scope]] = collector.defs
@@ -673,11 +692,14 @@ class ModuleModel:
                 return self.literal_elements(loop.iter, scope, depth + 1)
         return None
 
-    def flat_count(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> int | None:
+    def flat_count(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0,
+                   params: dict[int, int | None] | None = None) -> int | None:
         """How many tensors `expr` flattens to, when that is literal in the source; else None.
 
-        Literal tuples/lists/dicts are counted element by element; a tensor op, arithmetic or a
-        parameter counts one; a call to anything unknown might return a structure: unknown."""
+        Literal tuples/lists/dicts are counted element by element; a tensor op, arithmetic, a
+        number literal (TensorFlow counts a returned `0` as one gradient) or a parameter counts
+        one; a call to anything unknown might return a structure: unknown. `params` maps a
+        site's parameters (by `id` of their binding) to what they flatten to (`input_counts`)."""
         if expr is None or depth > 8:
             return None
         values = self.resolve(expr, scope)
@@ -686,13 +708,13 @@ class ModuleModel:
             if isinstance(value, (cst.Tuple, cst.List)):
                 if _has_star(value):
                     return None
-                parts = [self.flat_count(el.value, scope, depth + 1) for el in value.elements]
+                parts = [self.flat_count(el.value, scope, depth + 1, params) for el in value.elements]
                 if None in parts:
                     return None
                 counts.add(sum(parts))  # type: ignore[arg-type]
             elif isinstance(value, cst.Dict):
                 parts = [
-                    self.flat_count(el.value, scope, depth + 1) if isinstance(el, cst.DictElement) else None
+                    self.flat_count(el.value, scope, depth + 1, params) if isinstance(el, cst.DictElement) else None
                     for el in value.elements
                 ]
                 if None in parts:
@@ -700,7 +722,12 @@ class ModuleModel:
                 counts.add(sum(parts))  # type: ignore[arg-type]
             elif isinstance(value, Param) and value.node.star in ("*", "**"):
                 return None  # `*args` / `**kwargs` hold any number of tensors
-            elif isinstance(value, (Param, cst.BinaryOperation, cst.UnaryOperation, cst.Subscript)):
+            elif isinstance(value, Param) and params is not None and id(value) in params:
+                if params[id(value)] is None:
+                    return None
+                counts.add(params[id(value)])  # type: ignore[arg-type]
+            elif isinstance(value, (Param, cst.BinaryOperation, cst.UnaryOperation, cst.Subscript,
+                                    cst.Integer, cst.Float, cst.Imaginary)):
                 counts.add(1)
             elif isinstance(value, cst.Name) and value.value == "None":
                 counts.add(1)  # nest.flatten(None) is [None]: one (absent) gradient
@@ -716,7 +743,8 @@ class ModuleModel:
     # ---- site discovery ------------------------------------------------------------------
 
     def _is_custom_gradient(self, expr: cst.BaseExpression) -> bool:
-        return self.qualname(expr) in TF_CUSTOM_GRADIENT
+        qualname = self.qualname(expr)
+        return qualname in TF_CUSTOM_GRADIENT or qualname in KERAS_CUSTOM_GRADIENT
 
     def _find_sites(self) -> list[GradientSite]:
         sites: list[GradientSite] = []
@@ -1025,6 +1053,116 @@ class ModuleModel:
         `self.method(...)`), in source order."""
         return self._calls_by_site.get(id(site), [])
 
+    # ---- counting as TensorFlow counts -----------------------------------------------------
+    # TensorFlow flattens the positional arguments of each call (`nest.flatten(args)`): a list
+    # argument holds several inputs, and the grad fn returns one gradient per flattened entry.
+
+    def input_counts(self, site: GradientSite) -> list[int | None]:
+        """Per positional input of `site`, how many tensors TensorFlow flattens it to: what the
+        module's calls pass there when that is a literal structure (`f([a, b], c)`: 2 and 1),
+        None when calls disagree or pass `*args` there; 1 where no call says (a guess: see
+        `inputs_taken_apart`)."""
+        cache = self.__dict__.setdefault("_input_counts", {})
+        if id(site) not in cache:
+            counts: list[int | None] = []
+            guessed: set[str] = set()
+            calls = self.calls_reaching(site)
+            for i, param in enumerate(site.input_params):
+                known: set[int | None] = set()
+                for call, scope in calls:
+                    positional = [a for a in call.args if a.keyword is None]
+                    if any(a.star for a in positional[: i + 1]):
+                        known.add(None)
+                    elif i < len(positional):
+                        count = self._structure_count(positional[i].value, scope)
+                        if count is not None:
+                            known.add(count)
+                if len(known) > 1 or None in known:
+                    counts.append(None)
+                elif known:
+                    counts.append(known.pop())
+                else:
+                    counts.append(1)
+                    guessed.add(param.name.value)
+            cache[id(site)] = (counts, guessed)
+        return cache[id(site)][0]
+
+    def inputs_taken_apart(self, site: GradientSite) -> set[str]:
+        """Inputs whose count `input_counts` guessed (no call says) although the forward or a
+        grad fn takes them apart as a structure (`a, b = pair`, `xs[0]`, `for x in xs`,
+        `len(xs)`, `tf.add_n(xs)`, `*xs`): their real count is unknown. A walk of the site's
+        body, so rules ask only when a count disagrees."""
+        self.input_counts(site)
+        guessed = self.__dict__["_input_counts"][id(site)][1]
+        return _StructureUse.of(self, site) & guessed if guessed else set()
+
+    def _structure_count(self, arg: cst.BaseExpression, scope: Scope, depth: int = 0) -> int | None:
+        """What a call argument that is a literal structure (`[left, right]`, or a name bound
+        only to one) flattens to, counting each entry that is not itself a literal structure as
+        one tensor; None for anything else (a name, a call: that says nothing of structure)."""
+        values = self.resolve(arg, scope)
+        if depth > 8 or len(values) != 1 or not isinstance(values[0], (cst.Tuple, cst.List, cst.Dict)):
+            return None
+        value = values[0]
+        if _has_star(value):
+            return None
+        total = 0
+        for el in value.elements:
+            inner = el.value if isinstance(el, (cst.Element, cst.DictElement)) else None
+            if inner is None:
+                return None
+            nested = self._structure_count(inner, scope, depth + 1)
+            total += nested if nested is not None else 1
+        return total
+
+    def param_counts(self, site: GradientSite) -> dict[int, int | None]:
+        """`input_counts` keyed by `id` of each input's binding in the forward's scope, as
+        `flat_count(params=...)` takes it."""
+        out: dict[int, int | None] = {}
+        for param, count in zip(site.input_params, self.input_counts(site)):
+            for value in site.scope.bindings.get(param.name.value, []):
+                if isinstance(value, Param) and value.node is param:
+                    out[id(value)] = count
+        return out
+
+    def may_read_unseen_variables(self, site: GradientSite) -> bool:
+        """Whether the forward calls something that may read variables the model does not see:
+        a sublayer or object method (`self.dense(x)`, `layer(x)`), a helper of the module, any
+        call that is not a TensorFlow op or a function defined inside the forward."""
+        grad_scopes = site.grad_fn_scopes()
+        local = {id(s.node) for s in site.scopes()}
+        for scope in site.scopes():
+            if scope in grad_scopes:
+                continue
+            for call in scope.calls:
+                qualname = self.qualname(call.func)
+                if qualname is not None and (qualname.startswith("tensorflow.") or qualname in _PURE_CALLS):
+                    continue
+                if isinstance(call.func, cst.Name):
+                    if call.func.value in _PURE_BUILTINS and scope.lookup(call.func.value) is None:
+                        continue
+                    if any(id(v) in local for v in self.resolve(call.func, scope) if v is not None):
+                        continue
+                return True
+        return False
+
+    def keras_weights_passed(self, site: GradientSite) -> list[tuple[cst.Arg, Variable, str]]:
+        """Keras 3 weights passed positionally to `site` (`op(x, self.w)`), with the parameter
+        each lands in. Eagerly TensorFlow does not see such a weight as that input (it compares
+        the `keras.Variable` wrapper with the backing `tf.Variable` the forward reads), so the
+        forward still reads a variable and the grad fn needs `variables`; `self.w.value` is a
+        plain input. Only trainable weights: TensorFlow watches no other."""
+        found: list[tuple[cst.Arg, Variable, str]] = []
+        for call, scope in self.calls_reaching(site):
+            for i, arg in enumerate(call.args):
+                if arg.keyword is not None or arg.star:
+                    break
+                weight = self.weight(arg.value, scope)
+                if weight is not None and weight.keras and weight.trainable:
+                    param = site.inputs[i] if i < len(site.inputs) else "*args"
+                    found.append((arg, weight, param))
+        return found
+
     # ---- plain Python values -------------------------------------------------------------
     # TensorFlow converts every positional argument of a custom-gradient call to a tensor
     # (eagerly to record the op, under tf.function before calling the forward): what an
@@ -1137,6 +1275,113 @@ class ModuleModel:
                         if defs:
                             yield UnwrappedCandidate(node, scope, defs[0])
                             break
+
+
+# ---- reach: where TensorFlow comes from ------------------------------------------------------
+
+
+def alias_to_tensorflow(dotted: str, aliases: tuple[str, ...]) -> str:
+    """`lingvo.compat.custom_gradient` -> `tensorflow.custom_gradient` for a module configured
+    as a re-export of TensorFlow (`[tool.cglint] tensorflow-aliases = ["lingvo.compat"]`)."""
+    for alias in aliases:
+        if dotted == alias or dotted.startswith(alias + "."):
+            return "tensorflow" + dotted[len(alias):]
+    return dotted
+
+
+def reach_imports(imports: dict[str, str], aliases: tuple[str, ...], root: Scope) -> dict[str, str]:
+    """The module's imports as TensorFlow sees them: configured re-exports of TensorFlow are
+    TensorFlow; a `tf` the module reads but never binds or imports is TensorFlow (a snippet, a
+    notebook cell after `import tensorflow as tf` in another); and in TensorFlow's own
+    custom_gradient.py the module-local `custom_gradient` (the def exported as
+    `tf_export("custom_gradient")`) is `tf.custom_gradient`."""
+    out = {name: alias_to_tensorflow(dotted, aliases) for name, dotted in imports.items()} if aliases else imports
+    if "tf" not in out:
+        scopes = list(root.walk())
+        if not any("tf" in scope.bindings for scope in scopes) and any(
+            n.value == "tf" for scope in scopes for n in scope.reads
+        ):
+            out["tf"] = "tensorflow"
+    if "custom_gradient" not in out:
+        for value in root.bindings.get("custom_gradient", []):
+            if isinstance(value, cst.FunctionDef) and any(_exports_custom_gradient(d.decorator, out)
+                                                          for d in value.decorators):
+                out["custom_gradient"] = "tensorflow.custom_gradient"
+    return out
+
+
+def _exports_custom_gradient(decorator: cst.BaseExpression, imports: dict[str, str]) -> bool:
+    """`@tf_export("custom_gradient")`, TensorFlow's export of its own decorator."""
+    if not isinstance(decorator, cst.Call) or not decorator.args:
+        return False
+    func = decorator.func
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    first = decorator.args[0].value
+    return name == "tf_export" and isinstance(first, cst.SimpleString) and first.evaluated_value == "custom_gradient"
+
+
+# Calls that read no variables, for `may_read_unseen_variables`.
+_PURE_BUILTINS = frozenset({"len", "range", "int", "float", "bool", "str", "tuple", "list", "dict", "zip", "enumerate",
+                            "isinstance", "min", "max", "abs", "sum", "print", "super", "getattr", "hasattr"})
+_PURE_CALLS = frozenset({"numpy.sqrt", "numpy.pi", "math.sqrt", "math.log", "math.pi"})
+# Functions that take a list of tensors: a parameter handed to one is a structure.
+_LIST_TAKERS = frozenset({"len", "zip", "enumerate", "list", "tuple", "sum", "map", "sorted", "reversed",
+                          "add_n", "stack", "concat", "meshgrid", "dynamic_stitch", "accumulate_n", "parallel_stack",
+                          "flatten", "map_structure", "pack_sequence_as", "unstack_sequence"})
+
+
+class _StructureUse(cst.CSTVisitor):
+    """Names (of a site's inputs) that its forward or grad fns take apart as a structure."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+        self.found: set[str] = set()
+
+    @classmethod
+    def of(cls, model: ModuleModel, site: GradientSite) -> set[str]:
+        cache = model.__dict__.setdefault("_structure_use", {})
+        if id(site) not in cache:
+            visitor = cls(set(site.inputs))
+            site.forward.body.visit(visitor)
+            cache[id(site)] = visitor.found
+        return cache[id(site)]
+
+    def _mark(self, expr: cst.CSTNode | None) -> None:
+        if isinstance(expr, cst.Name) and expr.value in self.names:
+            self.found.add(expr.value)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        # `xs[0]` picks an entry; `x[:, 0]` or `x[..., 1]` slices a tensor.
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            index = node.slice[0].slice.value
+            if isinstance(index, cst.UnaryOperation):
+                index = index.expression
+            if isinstance(index, cst.Integer):
+                self._mark(node.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._mark(node.iter)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._mark(node.iter)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if any(isinstance(t.target, (cst.Tuple, cst.List)) for t in node.targets):
+            self._mark(node.value)
+
+    def visit_StarredElement(self, node: cst.StarredElement) -> None:
+        self._mark(node.value)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.star:
+            self._mark(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        last = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        if last in _LIST_TAKERS:
+            for arg in node.args:
+                self._mark(arg.value)
 
 
 # Builtins whose result is a plain Python value, for `python_value`.

@@ -32,8 +32,6 @@ def test_tensorflow_spellings_are_sites(imports, decorator):
     "code",
     [
         "import jax\n\n@jax.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n",
-        "from keras import ops\n\n@ops.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n",
-        "import keras\n\n@keras.ops.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n",
         "from tensorflow_probability.python.math import custom_gradient\n"
         "y = custom_gradient(fx=x, gx=g, x=x)\n",
         "import mesh_tensorflow as mtf\n\n@mtf.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n",

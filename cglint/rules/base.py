@@ -9,6 +9,7 @@ from typing import ClassVar, Iterator, Sequence
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, ModuleModel
+from cglint.rules._keras_ops import KERAS_OPS
 
 
 class Invalid(str):
@@ -42,6 +43,8 @@ class Rule:
     def check(self, model: ModuleModel) -> Iterator[Finding]:
         """Module-level entry point; most rules only look at one site at a time."""
         for site in model.sites:
+            if site.keras_ops and self.code not in KERAS_OPS:
+                continue  # Keras 3's custom_gradient: only rules whose behaviour holds there
             for finding in self.check_site(site):
                 if finding.site is None:
                     finding.site = site
@@ -58,6 +61,9 @@ class Rule:
             parts += ["", "## Example", "", "```python", cls.INVALID[0].strip("\n"), "```"]
         if cls.VALID:
             parts += ["", "## Use instead", "", "```python", cls.VALID[0].strip("\n"), "```"]
+        if cls.code in KERAS_OPS:
+            parts += ["", "## Keras 3", "", "Also checks `keras.ops.custom_gradient` sites (the TensorFlow backend's "
+                      "`tf.custom_gradient`): " + KERAS_OPS[cls.code]]
         if cls.fix_safety:
             parts += ["", "## Fix safety", "", inspect.cleandoc(cls.fix_safety)]
         return "\n".join(parts) + "\n"

@@ -2,6 +2,8 @@
 
 from typing import Iterator
 
+import libcst as cst
+
 from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite
 from cglint.rules._fixes import add_variables_parameter
@@ -121,6 +123,46 @@ def make():
         return x + v, grad
 
     return shift
+'''),
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scale(x, w):
+    def grad(dy):
+        return dy * w, tf.reduce_sum(dy * x, axis=0)
+
+    return x * w, grad
+
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="w")
+
+    def call(self, x):
+        return scale(x, self.w)
+''',
+            at="7:9",
+            fixed='''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scale(x, w):
+    def grad(dy):
+        return dy * w, tf.reduce_sum(dy * x, axis=0)
+
+    return x * w, grad
+
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="w")
+
+    def call(self, x):
+        return scale(x, self.w.value)
 '''),
         Invalid(
             '''
@@ -348,6 +390,25 @@ def scale(x):
 
     return x * w, grad
 ''',
+        '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scale(x, w):
+    def grad(dy):
+        return dy * w, tf.reduce_sum(dy * x, axis=0)
+
+    return x * w, grad
+
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="w")
+
+    def call(self, x):
+        return scale(x, self.w.value)
+''',
             '''
 import tensorflow as tf
 
@@ -392,6 +453,7 @@ class Projection(keras.layers.Layer):
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
+        yield from _keras_weights_passed(site)
         variables = site.trainable_variables
         if not variables:
             return
@@ -413,3 +475,26 @@ def _fix(grad) -> Fix | None:
         return None
     return Fix([edit], safe=False,
                description=f"Add a `variables=None` parameter to `{grad.name}` (its return must then include the variable gradients)")
+
+
+def _keras_weights_passed(site: GradientSite) -> Iterator[Finding]:
+    """A Keras 3 weight passed positionally (`op(x, self.w)`) to a grad fn without `variables`:
+    eagerly TensorFlow compares the wrapper with the backing variable the forward reads, finds
+    no match and raises; `self.w.value` makes it a plain input (eager and `tf.function` alike)."""
+    passed = site.model.keras_weights_passed(site)
+    if not passed:
+        return
+    edits = [(arg.value, cst.Attribute(value=arg.value, attr=cst.Name("value"))) for arg, _, _ in passed]
+    names = ", ".join(f"`{w.name}`" for _, w, _ in passed)
+    for grad in site.grad_fns:
+        if grad.accepts_variables:
+            continue
+        yield Finding(
+            grad.anchor,
+            f"`{grad.name}` takes no `variables` parameter, and the Keras 3 weight {names} is passed to "
+            f"`{site.name}` positionally: eagerly TensorFlow does not recognise the `keras.Variable` as that input "
+            "(it compares the wrapper with the backing tf.Variable the forward reads) and raises \"grad_fn must "
+            "accept keyword argument 'variables'\"; pass its `.value`",
+            fix=Fix(edits, safe=True, description=f"Pass {', '.join(f'`{w.name}.value`' for _, w, _ in passed)}: "
+                    "the weight's backing variable, a plain input"),
+        )
