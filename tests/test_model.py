@@ -363,3 +363,8 @@ def test_findings_know_their_site_and_positions_are_computed_once():
     assert m.positions is first
     result = lint_source(code, "l.py", [RULES_BY_CODE["CG004"]], prefilter=False)
     assert result.model.positions[result.model.sites[0].forward].start.line == 21  # `@tf.custom_gradient`
+
+
+def test_a_sublayer_read_for_its_configuration_reads_no_variable():
+    assert _vars(KERAS_LAYER.replace("{body}", "tf.reshape(x, (-1, self.dense.units))")) == set()
+    assert _vars(KERAS_LAYER.replace("{body}", "x @ self.dense.kernel")) == {("self.dense.kernel", True, True, True)}
