@@ -368,3 +368,11 @@ def test_findings_know_their_site_and_positions_are_computed_once():
 def test_a_sublayer_read_for_its_configuration_reads_no_variable():
     assert _vars(KERAS_LAYER.replace("{body}", "tf.reshape(x, (-1, self.dense.units))")) == set()
     assert _vars(KERAS_LAYER.replace("{body}", "x @ self.dense.kernel")) == {("self.dense.kernel", True, True, True)}
+
+
+def test_call_site_findings_know_the_site_they_call():
+    from cglint.rules import RULES_BY_CODE
+
+    m = model("import tensorflow as tf\n\n@tf.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n\ny = op(x=1.0)\n")
+    (finding,) = RULES_BY_CODE["CG010"]().check(m)
+    assert finding.site is m.sites[0]
