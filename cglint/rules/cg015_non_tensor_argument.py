@@ -20,7 +20,8 @@ class NonTensorArgument(Rule):
     def, `tf.nn.relu`). Names are followed to what they hold: a module constant, a parameter
     annotated with a Python type, and a Keras layer's configuration (`self.bits` set from an
     `__init__` parameter defaulting to a number) count. A name that may hold a tensor is
-    never flagged. Keras 3's `keras.ops.custom_gradient` is `tf.custom_gradient` on the
+    never flagged, nor a number the forward converts itself (`alpha = tf.cast(alpha,
+    x.dtype)`: that works in graph mode too). Keras 3's `keras.ops.custom_gradient` is `tf.custom_gradient` on the
     TensorFlow backend and converts its arguments the same way: its sites are checked too.
 
     ## Why is this bad?
@@ -256,6 +257,26 @@ def step(x, norm):
 ''',
     ]
 
+    VALID += [
+        '''
+import tensorflow as tf
+
+
+def sparsemax_like(inputs, alpha=1.5):
+    @tf.custom_gradient
+    def forward(inputs, alpha):
+        alpha = tf.cast(tf.fill(tf.shape(inputs)[:-1], alpha), inputs.dtype)[..., None]
+        p = tf.nn.relu(inputs * (alpha - 1.0)) ** (1.0 / (alpha - 1.0))
+
+        def grad(dy):
+            return dy * p, None
+
+        return p, grad
+
+    return forward(inputs, alpha)
+''',
+    ]
+
     fix_safety = """
     The fix moves the body into a nested `@tf.custom_gradient` function that takes only the
     tensor inputs and closes over the Python ones, and drops their (`None`) gradients from
@@ -275,7 +296,10 @@ def step(x, norm):
                 if arg.keyword is not None or arg.star:
                     break  # after `*args` positions are unknown
                 kind = model.python_value(arg.value, scope)
-                if kind is not None:
+                param = site.inputs[position] if position < len(site.inputs) else None
+                if kind in ("number", "bool") and param is not None and _converted(site, param):
+                    pass  # the forward makes it a tensor of the dtype it needs itself
+                elif kind is not None:
                     hits.append((arg, kind, position))
                 position += 1
         if not hits:
@@ -308,6 +332,17 @@ _EFFECT = {
     "callable": "it raises 'Attempt to convert a value (<function ...>) with an unsupported type' eagerly and "
                 "'Failed to convert elements of <function ...> to Tensor' under tf.function",
 }
+
+
+def _converted(site: GradientSite, param: str) -> bool:
+    """`alpha = tf.cast(alpha, x.dtype)` / `tf.fill(shape, alpha)` in the forward: the number is
+    converted to the tensor the forward needs, so the graph-mode conversion breaks nothing."""
+    model = site.model
+    return any(
+        isinstance(v, cst.Call) and (model.qualname(v.func) or "").startswith("tensorflow.")
+        and any(n.value == param for n in model.reads_in(v))
+        for v in site.scope.bindings.get(param, [])
+    )
 
 
 def _closure_fix(site: GradientSite, positions: set[int]) -> Fix | None:
