@@ -427,6 +427,8 @@ class ModuleModel:
         self.forwarded_calls: set[int] = collector.forwarded
         # id(Name read) -> its position in source order, against the bindings' (`Scope.order`).
         self._read_seq: dict[int, int] = collector.read_seq
+        # id(`self.x` node) -> the attribute read from it, when it is `self.x.<attr>`.
+        self._attribute_of: dict[int, str] = collector.attribute_of
         self.sites: list[GradientSite] = self._find_sites()
 
     @property
@@ -893,8 +895,22 @@ class ModuleModel:
                     found.setdefault(var.name, replace(var, created_inside=inside))
             for attr in scope.attribute_reads:
                 for var in self.weights(attr, scope):
+                    if not var.exact:
+                        if not self._uses_weights(attr):
+                            continue  # `self.dense.units`: configuration, no variable is read
+                        weight = self._attribute_of.get(id(attr))
+                        if weight in KERAS_WEIGHT_ATTRIBUTES:  # `self.dense.kernel`: that weight
+                            var = replace(var, name=f"{var.name}.{weight}", exact=True)
                     found.setdefault(var.name, var)
         return list(found.values())
+
+    def _uses_weights(self, layer: cst.Attribute) -> bool:
+        """Whether a sublayer `self.dense` is used in a way that reads its weights: called
+        (`self.dense(x)`), or one of its weights or weight lists read (`self.dense.kernel`)."""
+        if id(layer) in self.call_of_func:
+            return True
+        attr = self._attribute_of.get(id(layer))
+        return attr is not None and (attr in KERAS_WEIGHT_ATTRIBUTES or attr in _OWN_WEIGHT_LISTS)
 
     def _made_within(self, call: cst.CSTNode, scope: Scope) -> bool:
         made_in = self._scope_holding(call)
@@ -1531,6 +1547,7 @@ class _Collector(cst.CSTVisitor):
         self.forwarded: set[int] = set()
         self.read_seq: dict[int, int] = {}
         self.seq = 0
+        self.attribute_of: dict[int, str] = {}
         # Per open scope: how many if/loop/try blocks deep the walk is inside it.
         self.depth: list[int] = [0]
 
@@ -1722,6 +1739,8 @@ class _Collector(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if _is_self(node.value):
             self.scope.attribute_reads.append(node)
+        elif isinstance(node.value, cst.Attribute) and _is_self(node.value.value):
+            self.attribute_of[id(node.value)] = node.attr.value  # `self.dense.kernel`: "kernel"
         node.value.visit(self)  # the attribute name itself is not a read
         return False
 

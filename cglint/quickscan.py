@@ -119,20 +119,28 @@ def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
                     mark(m_first, m_last)
         else:
             mark(first, last)
-    # Module-level helpers a kept statement calls (a derivative helper, `dtan(y)` -> `sec2(a)`)
-    # are followed by the model: keep them too, transitively.
-    helpers = {stmt.name: span(stmt) for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    pending = [i for i in range(1, len(lines) + 1) if keep[i]]
-    while pending and helpers:
-        text = "".join(lines[i - 1] for i in pending)
-        pending = []
-        for name in set(re.findall(r"\w+", text)) & helpers.keys():
-            first, last = helpers.pop(name)
-            if not keep[first]:
-                pending += [i for i in range(first, last + 1) if not keep[i]]
-                mark(first, last)
+    _keep_referenced(tree, span, keep, mark)
     # A blanked line keeps its line ending so every kept line stays where it was.
     return "".join(line if keep[i + 1] else _ending(line) for i, line in enumerate(lines))
+
+
+def _keep_referenced(tree: ast.Module, span, keep: list[bool], mark) -> None:
+    """Keep the module's functions and classes that kept statements name, transitively: the
+    model follows helpers (`dtan(y)` -> `def dtan`, and the helper it calls), sublayer classes
+    and base classes, so the analysis must see them."""
+    defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    seen: set[str] = set()
+    frontier = [stmt for stmt in tree.body if keep[span(stmt)[0]]]
+    while frontier:
+        stmt = frontier.pop()
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and node.id in defs and node.id not in seen:
+                seen.add(node.id)
+                target = defs[node.id]
+                first, last = span(target)
+                if not all(keep[first:last + 1]):
+                    mark(first, last)
+                    frontier.append(target)
 
 
 def _ending(line: str) -> str:

@@ -363,3 +363,16 @@ def test_findings_know_their_site_and_positions_are_computed_once():
     assert m.positions is first
     result = lint_source(code, "l.py", [RULES_BY_CODE["CG004"]], prefilter=False)
     assert result.model.positions[result.model.sites[0].forward].start.line == 21  # `@tf.custom_gradient`
+
+
+def test_a_sublayer_read_for_its_configuration_reads_no_variable():
+    assert _vars(KERAS_LAYER.replace("{body}", "tf.reshape(x, (-1, self.dense.units))")) == set()
+    assert _vars(KERAS_LAYER.replace("{body}", "x @ self.dense.kernel")) == {("self.dense.kernel", True, True, True)}
+
+
+def test_call_site_findings_know_the_site_they_call():
+    from cglint.rules import RULES_BY_CODE
+
+    m = model("import tensorflow as tf\n\n@tf.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n\ny = op(x=1.0)\n")
+    (finding,) = RULES_BY_CODE["CG010"]().check(m)
+    assert finding.site is m.sites[0]

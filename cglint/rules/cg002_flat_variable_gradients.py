@@ -11,8 +11,9 @@ from cglint.rules.base import Invalid, Rule
 class FlatVariableGradients(Rule):
     """
     ## What it does
-    Flags a grad fn that returns variable gradients flat, `return dx, dw, db`, or with the
-    variable gradients not as a list, when the forward reads trainable variables.
+    Flags a grad fn that returns variable gradients flat, `return dx, dw, db` (also written
+    `tuple([dx, dw, db])`), or with the variable gradients not as a list, when the forward
+    reads trainable variables (followed as CG004 follows them: aliases, containers, sublayers).
 
     ## Why is this bad?
     When the forward reads `tf.Variable`s that are not inputs, TensorFlow unpacks the grad
@@ -135,7 +136,7 @@ class Scale(tf.keras.layers.Layer):
 
         return x * self.k, grad
 '''),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 

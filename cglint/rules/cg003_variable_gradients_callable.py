@@ -14,7 +14,9 @@ class VariableGradientsCallable(Rule):
     """
     ## What it does
     Flags a grad fn that returns a callable (a nested `def` or a `lambda`) where the list of
-    variable gradients belongs: `return dx, grad_vars`.
+    variable gradients belongs: `return dx, grad_vars`. A grad fn that is itself
+    `@tf.custom_gradient` (the higher-order pattern) returns `(gradients, grad_of_grad)` by
+    that contract, and TensorFlow receives the gradients alone: it is not flagged.
 
     ## Why is this bad?
     TensorFlow never calls it. It measures `len(variable_grads)` against `variables` and

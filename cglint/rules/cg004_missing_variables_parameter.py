@@ -15,7 +15,11 @@ class MissingVariablesParameter(Rule):
     ## What it does
     Flags a grad fn that accepts neither a `variables` parameter nor `**kwargs` when the
     forward reads trainable `tf.Variable`s that are not among its inputs (module globals,
-    closures, Keras weights on `self`).
+    closures, Keras weights on `self`). Reads are followed through the data flow: an alias
+    made in the enclosing method (`w = self.kernel`), an entry of a container (`self.ws[0]`,
+    `self.params["w"]`, `kernel, bias = self.trainable_weights`), a sublayer (`self.dense(x)`,
+    `self.dense.kernel`, a `keras.layers.*` or a Keras layer class of the module), and
+    `get_variable` inside a `variable_scope` block.
 
     ## Why is this bad?
     TensorFlow records the trainable variables the forward reads and passes them to the grad
@@ -160,7 +164,7 @@ class Scale(tf.keras.layers.Layer):
     def call(self, x):
         return scale(x, self.w.value)
 '''),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 
@@ -200,7 +204,7 @@ class Scale(tf.keras.layers.Layer):
 
         return scale(x)
 '''),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 
@@ -228,15 +232,15 @@ def scaled(x):
 
     return x * w, grad
 '''),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 
 class Chain(tf.Module):
     def __init__(self):
+        super().__init__()
         self.scales = [tf.Variable(1.0), tf.Variable(2.0)]
 
-    @tf.Module.with_name_scope
     def __call__(self, x):
         @tf.custom_gradient
         def chain(x):
@@ -253,9 +257,9 @@ import tensorflow as tf
 
 class Chain(tf.Module):
     def __init__(self):
+        super().__init__()
         self.scales = [tf.Variable(1.0), tf.Variable(2.0)]
 
-    @tf.Module.with_name_scope
     def __call__(self, x):
         @tf.custom_gradient
         def chain(x):
@@ -266,7 +270,7 @@ class Chain(tf.Module):
 
         return chain(x)
 '''),
-            Invalid(
+        Invalid(
             '''
 import keras
 import tensorflow as tf
@@ -306,7 +310,7 @@ class Projection(keras.layers.Layer):
 
         return project(x)
 '''),
-            Invalid(
+        Invalid(
             '''
 import keras
 import tensorflow as tf

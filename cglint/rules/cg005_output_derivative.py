@@ -45,8 +45,12 @@ class OutputDerivative(Rule):
     ## What it does
     Flags a derivative evaluated at an op's *output* instead of its input (the
     pre-activation): `cos(y)` for `y = tan(z)`, `sigmoid(s)` for `s = sigmoid(z)`,
-    `exp(y)` for `y = exp(z)`. Names are followed through assignments, through a helper that
-    returns the op, and into a helper that computes the derivative of its argument.
+    `exp(y)` for `y = exp(z)`. Names are followed through assignments (the binding in effect
+    where the derivative is read: `x = tf.tan(x)` makes `cos(x)` an output derivative, and a
+    name overwritten before the grad fn reads it holds its last value), through a helper that
+    returns the op, and into helpers that compute the derivative of their argument, a call or
+    two deep. The ops are recognised under every spelling: `tf.math.*`, `tf.nn.*`,
+    `tf.keras.activations.*`, `keras.activations.*`, `keras.ops.*`, imported modules and names.
 
     Formulas written in terms of the output that are right are not flagged:
     `y * (1 - y)` for sigmoid, `1 - y**2` for tanh, `1 + y**2` for tan, `y` for exp.
@@ -184,7 +188,7 @@ def soft(x):
     y = tf.nn.softplus(x)
     return y, lambda dy: dy * tf.nn.sigmoid(x)
 '''),
-            Invalid(
+        Invalid(
             '''
 import keras
 import tensorflow as tf
@@ -212,7 +216,7 @@ def gate(z):
 
     return s, grad
 '''),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 from keras import ops
@@ -240,7 +244,7 @@ def squash(z):
 
     return t, grad
 '''),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 
@@ -254,7 +258,7 @@ def tan_op(x):
     return x, grad
 ''',
             at="9:31"),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 

@@ -14,7 +14,8 @@ class HardcodedVariableOrder(Rule):
     """
     ## What it does
     Flags a grad fn that returns two or more variable gradients as a literal list or tuple,
-    `return dx, [dw, db]` (or a name bound to one), without ever reading `variables`. A
+    `return dx, [dw, db]` (or a name bound to one, `list((dw, db))`, or a comprehension that
+    passes the entries through), without ever reading `variables`. A
     single variable gradient, or a list of `None`s, is not flagged: there is no order to get
     wrong.
 
@@ -127,12 +128,12 @@ def make(w, b):
     return op
 ''',
             at="10:13"),
-            Invalid(
+        Invalid(
             '''
 import tensorflow as tf
 
-w = tf.Variable(2.0)
-b = tf.Variable(1.0)
+w = tf.Variable(2.0, name="w")
+b = tf.Variable(1.0, name="b")
 
 @tf.custom_gradient
 def affine(x):
@@ -147,8 +148,8 @@ def affine(x):
             fixed='''
 import tensorflow as tf
 
-w = tf.Variable(2.0)
-b = tf.Variable(1.0)
+w = tf.Variable(2.0, name="w")
+b = tf.Variable(1.0, name="b")
 
 @tf.custom_gradient
 def affine(x):
@@ -244,6 +245,7 @@ import tensorflow as tf
 
 class Affine(tf.Module):
     def __init__(self):
+        super().__init__()
         self.params = {"w": tf.Variable(2.0), "b": tf.Variable(1.0)}
 
     def __call__(self, x):

@@ -15,7 +15,9 @@ class UpstreamIgnored(Rule):
     `None` or zeros (`tf.zeros_like(x)`) is an intentional gradient stop and is not flagged;
     neither is a grad fn that raises instead of returning. Gradients that differ from the
     true derivative on purpose still use the upstream and are fine: straight-through
-    (`return dy`), clipping (`tf.clip_by_norm(dy, 1.0)`), reversal (`-dy`), scaling.
+    (`return dy`), clipping (`tf.clip_by_norm(dy, 1.0)`), reversal (`-dy`), scaling. A grad
+    fn made with `functools.partial(_grad, x=x)` receives the upstream in the parameters the
+    partial leaves open (`dy`), and `*args` counts as upstream.
 
     ## Why is this bad?
     The grad fn computes a vector-Jacobian product: the upstream gradient `dy` is
@@ -64,7 +66,7 @@ def sign_ste(x):
     return tf.sign(x), grad
 ''',
             at="6:9"),
-            Invalid(
+        Invalid(
             '''
 import functools
 

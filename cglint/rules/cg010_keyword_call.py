@@ -220,4 +220,5 @@ def recompute(f):
                 f"`{site.name}` is a custom-gradient function called with keyword arguments: TensorFlow treats "
                 f"only positional arguments as inputs ({effect}, and under tf.function any keyword raises); "
                 "pass them positionally",
+                site=site,
             )

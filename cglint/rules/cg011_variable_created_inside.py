@@ -104,6 +104,7 @@ import tensorflow as tf
 
 class Lazy(tf.Module):
     def __init__(self):
+        super().__init__()
         self.w = None
 
     @tf.custom_gradient

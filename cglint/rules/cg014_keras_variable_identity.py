@@ -179,7 +179,7 @@ class Gate(keras.layers.Layer):
 
         return gate(x)
 '''),
-            Invalid(
+        Invalid(
             '''
 import keras
 import tensorflow as tf
@@ -251,6 +251,7 @@ import tensorflow as tf
 
 class Affine(tf.Module):
     def __init__(self):
+        super().__init__()
         self.kernel = tf.Variable(tf.ones((3, 2)))
         self.bias = tf.Variable(tf.zeros((2,)))
 
