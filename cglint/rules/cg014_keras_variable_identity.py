@@ -29,7 +29,9 @@ class KerasVariableIdentity(Rule):
     against the wrapper, nothing ever matches: `v is self.w` and `id(v) == id(self.w)` are always
     false and the weight silently gets a zero (or no) gradient (TensorFlow 2.21 with Keras 3:
     gradient `[0, 0]` where autodiff gives `[4, 6]`), and `self.w.ref()` raises
-    `AttributeError: 'Variable' object has no attribute 'ref'` at the first gradient. Match the
+    `AttributeError: 'Variable' object has no attribute 'ref'` at the first gradient; as a dict
+    key it raises `TypeError: unhashable type: 'Variable'`; and `v == self.w` compares values
+    elementwise (a tensor, true for any weight holding the same numbers). Match the
     backing variable instead: `self.w.value`, e.g. `{self.w.value.ref(): dw}[v.ref()]`, which
     is right both eagerly and under `tf.function`.
 
