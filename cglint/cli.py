@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also check the flagged functions numerically against TensorFlow autodiff; "
                          "--runtime=all checks every custom-gradient function")
     rt.add_argument("--runtime-scope", dest="runtime", choices=["flagged", "all"], help=argparse.SUPPRESS)
+    rt.add_argument("--runtime-order", type=int, choices=[1, 2], metavar="{1,2}",
+                    help="2: also compare second derivatives and forward-mode JVPs with autodiff "
+                         "(default: [tool.cglint.runtime] order, else 1)")
     rt.add_argument("--runtime-timeout", type=_positive_seconds, metavar="SECONDS",
                     help="per-module time limit for --runtime (default: [tool.cglint.runtime] timeout, else 120)")
     p.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
@@ -138,7 +141,9 @@ def _run(argv: list[str] | None) -> int:
         sys.stdout.write(rule.documentation())
         return EXIT_CLEAN
     if args.list_rules:
-        for rule in RULES_BY_CODE.values():
+        from cglint.rules.cg100_unused_noqa import UnusedNoqa
+
+        for rule in [*RULES_BY_CODE.values(), UnusedNoqa]:
             print(f"{rule.code}  {rule.name:<30} {rule.summary}")
         return EXIT_CLEAN
     if args.add_noqa and (args.fix or args.diff):
@@ -345,6 +350,9 @@ def _report(args, settings, results, fixed: int) -> int:
         timeout = args.runtime_timeout if args.runtime_timeout is not None else settings.runtime.timeout
         sites = sum(len(r.model.sites) for r in results if r.model is not None)
         tolerances = {"rtol": settings.runtime.rtol, "atol": settings.runtime.atol, "probes": settings.runtime.probes}
+        order = args.runtime_order or settings.runtime.order
+        if order > 1:
+            tolerances["order"] = order
         runtime = run_runtime(results, everything=args.runtime == "all", timeout=timeout,
                               progress=terminal_progress(sites), tolerances=tolerances)
     if args.statistics:
