@@ -153,6 +153,8 @@ class Scope:
     attribute_reads: list[cst.Attribute] = field(default_factory=list)
     # `a is b`, `a == b`, ... made directly in this scope (identity checks on variables).
     comparisons: list[cst.Comparison] = field(default_factory=list)
+    # Dict displays made directly in this scope (gradients keyed on variables).
+    dicts: list[cst.Dict] = field(default_factory=list)
 
     # For each entry of `bindings[name]`: (when it was bound, in source order; whether it is
     # bound unconditionally, directly in the body rather than under an if/loop/try).
@@ -1754,6 +1756,9 @@ class _Collector(cst.CSTVisitor):
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         self.scope.comparisons.append(node)
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        self.scope.dicts.append(node)
 
     def visit_Return(self, node: cst.Return) -> None:
         self.scope.returns.append(node)

@@ -20,7 +20,7 @@ class KerasVariableIdentity(Rule):
     ## What it does
     Flags a custom gradient that matches the entries of `variables` against a Keras 3 weight
     (`self.w = self.add_weight(...)`, `keras.Variable(...)`) by identity (`v is self.w`,
-    `id(self.w)`), by `==`, or through `self.w.ref()`.
+    `id(self.w)`), by `==`, as a dict key (`{self.w: dw}`), or through `self.w.ref()`.
 
     ## Why is this bad?
     With Keras 3 (the `tf.keras` of TensorFlow 2.16 and later), `self.add_weight(...)` returns a
@@ -29,7 +29,9 @@ class KerasVariableIdentity(Rule):
     against the wrapper, nothing ever matches: `v is self.w` and `id(v) == id(self.w)` are always
     false and the weight silently gets a zero (or no) gradient (TensorFlow 2.21 with Keras 3:
     gradient `[0, 0]` where autodiff gives `[4, 6]`), and `self.w.ref()` raises
-    `AttributeError: 'Variable' object has no attribute 'ref'` at the first gradient. Match the
+    `AttributeError: 'Variable' object has no attribute 'ref'` at the first gradient; as a dict
+    key it raises `TypeError: unhashable type: 'Variable'`; and `v == self.w` compares values
+    elementwise (a tensor, true for any weight holding the same numbers). Match the
     backing variable instead: `self.w.value`, e.g. `{self.w.value.ref(): dw}[v.ref()]`, which
     is right both eagerly and under `tf.function`.
 
@@ -225,6 +227,27 @@ class Projection(keras.layers.Layer):
 
         return project(x)
 '''),
+        Invalid(
+            '''
+import tensorflow as tf
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.gain = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+    def call(self, x):
+        @tf.custom_gradient
+        def scale(x):
+            def grad(dy, variables=None):
+                by_var = {self.gain: tf.reduce_sum(dy * x, axis=0)}
+                return dy * self.gain, [by_var[v] for v in variables]
+
+            return x * self.gain, grad
+
+        return scale(x)
+''',
+            at="12:27"),
+    
     
     ]
     VALID = [
@@ -322,6 +345,17 @@ class Scale(tf.keras.layers.Layer):
             for comparison in scope.comparisons:
                 for weight, target in _compared_weights(site, comparison, scope):
                     yield self._finding(site, comparison, weight, scope, target)
+            for display in scope.dicts:
+                for el in display.elements:
+                    weight = site.model.weight(el.key, scope) if isinstance(el, cst.DictElement) else None
+                    if weight is not None and weight.keras:
+                        name = site.model.module.code_for_node(el.key).strip()
+                        yield Finding(
+                            el.key,
+                            f"`{name}` is a Keras 3 weight used as a dict key: it is unhashable (TypeError: unhashable "
+                            f"type: 'Variable'), and `variables` holds `{name}.value` anyway; key on "
+                            f"`{name}.value.ref()` and look entries up with `v.ref()`",
+                        )
 
     @staticmethod
     def _keras_weight_in_call(site: GradientSite, call: cst.Call, scope: Scope) -> cst.BaseExpression | None:

@@ -38,6 +38,7 @@ CASES = [
     ("CG009", "INVALID", "functools.partial(_square_grad, x=x)", "mismatch"),
     ("CG009", "VALID", "functools.partial(_scaled_square_grad, x=x, scale=3.0)", "match"),
     ("CG014", "INVALID", "dkernel if v is self.dense.kernel else", "mismatch"),
+    ("CG014", "INVALID", "by_var = {self.gain: tf.reduce_sum(dy * x, axis=0)}", "raises"),  # unhashable
     ("CG014", "VALID", "gain = self.gain.value", "match"),
 ]
 
