@@ -161,14 +161,14 @@ import tensorflow as tf
 class Gated(tf.keras.layers.Layer):
     def _gate(self, x, activation):
         @tf.custom_gradient
-        def __gate(x):
+        def _gate_fn(x):
             y = activation(x)
 
             def grad(dy):
                 return dy * tf.cast(x > 0, dy.dtype)
 
             return y, grad
-        return __gate(x)
+        return _gate_fn(x)
 
     def call(self, inputs):
         return self._gate(inputs, tf.nn.relu)
@@ -358,6 +358,9 @@ def _closure_fix(site: GradientSite, positions: set[int]) -> Fix | None:
     # A forward that rebinds a closed-over name would make it local to the nested def.
     if any(not all(isinstance(v, Param) for v in site.scope.bindings.get(name, [])) for name in closed):
         return None
+    # The grad fns' returns are rewritten inside the moved body: they must live there.
+    if not site.grad_fns or any(not grad.scope.within(site.scope) for grad in site.grad_fns):
+        return None
     edits: dict[int, cst.CSTNode] = {}
     for grad in site.grad_fns:
         for ret in grad.returns:
@@ -366,7 +369,9 @@ def _closure_fix(site: GradientSite, positions: set[int]) -> Fix | None:
                 return None
             edits[id(ret.value)] = new
     keep = [p for i, p in enumerate(site.input_params) if i not in positions]
-    inner_name = fresh_name(model, f"_{fn.name.value}")
+    # `fake_quant` -> `_fake_quant`; `_gate` -> `_gate_fn` (not `__gate`, which a class mangles).
+    name = fn.name.value
+    inner_name = fresh_name(model, f"{name}_fn" if name.startswith("_") else f"_{name}")
     body = fn.body.visit(_ReplaceById(edits))
     inner = cst.FunctionDef(
         name=cst.Name(inner_name),
