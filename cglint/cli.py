@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from cglint import __version__
+from cglint import __version__, reach
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -164,6 +164,7 @@ def _run(argv: list[str] | None) -> int:
             extend_exclude=args.extend_exclude, force_exclude=args.force_exclude or None,
         )
         settings.rules  # noqa: B018 - validates the selection before any file is read
+        reach.use(settings.tensorflow_aliases)  # this run's configuration, for every file
     except config.ConfigError as exc:
         return _fail(str(exc))
 
