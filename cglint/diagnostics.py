@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # libcst is imported only when a file is parsed (see cglint.rules)
     import libcst as cst
 
+if TYPE_CHECKING:
+    from cglint.model import GradientSite
+
 
 # How far a fix can be trusted, as ruff's `Applicability`: `safe` fixes keep the behaviour the
 # user intended and `--fix` applies them; `unsafe` ones need review and only `--unsafe-fixes`
@@ -78,6 +81,9 @@ class Finding:
     node: cst.CSTNode
     message: str
     fix: Fix | None = None
+    # The custom-gradient site the finding is about (None for module-level findings such as
+    # CG000 or CG013's unwrapped functions); `Rule.check` fills it in for `check_site` rules.
+    site: GradientSite | None = None
 
 
 @dataclass

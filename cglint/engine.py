@@ -6,7 +6,7 @@ import ast
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
-from cglint import files, noqa, quickscan
+from cglint import files, noqa, quickscan, reach
 from cglint.diagnostics import Diagnostic, FileResult
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ class InternalError(RuntimeError):
 
 def lint_source(
     source: str, path: str, rules: Rules | None = None, prefilter: bool = True, reduce: bool = False,
-    apply_noqa: bool = True,
+    apply_noqa: bool = True, tensorflow_aliases: tuple[str, ...] | None = None,
 ) -> FileResult:
     """Lint one module. `prefilter` skips modules no rule can fire on (text test, then Python's
     fast parser); `reduce` lets libcst parse only the statements that matter (same findings,
@@ -41,7 +41,9 @@ def lint_source(
     if prefilter:
         if not files.may_hold_site(source):
             return FileResult(path, source, [], parsed=False)
-        scan = quickscan.scan(source)
+    aliases = reach.tensorflow_aliases(path) if tensorflow_aliases is None else tensorflow_aliases
+    if prefilter:
+        scan = quickscan.scan(source, aliases)
         if scan is not None and not scan.relevant:
             return FileResult(path, source, [], parsed=False)
         if reduce and scan is not None:
@@ -76,32 +78,30 @@ def lint_source(
         return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
 
     result = analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=text is source,
-                     unused_noqa=unused_noqa)
+                     unused_noqa=unused_noqa, aliases=aliases)
     return result
 
 
 def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = True, full_tree: bool = True,
-            positions: Callable[[list], Any] | None = None, unused_noqa: bool = False) -> FileResult:
+            positions: Callable[[list], Any] | None = None, unused_noqa: bool = False,
+            aliases: tuple[str, ...] = ()) -> FileResult:
     """A parsed module -> model -> rules -> positions -> noqa. `positions(nodes)` gives each
     finding node its CodeRange (by default libcst's position pass over `module`, paid only when
     there are findings; the language server passes positions it computed per statement).
-    `full_tree`: `module` is all of `source` (fixes can be applied to it)."""
+    `full_tree`: `module` is all of `source` (fixes can be applied to it); `aliases`: modules
+    configured as re-exports of TensorFlow."""
     from cglint.model import ModuleModel
     from cglint.rules.cg000_syntax_error import SyntaxErrorRule
 
     try:
-        model = ModuleModel(module)
+        model = ModuleModel(module, aliases)
         findings: list[tuple[type[Rule], Finding]] = []
         for rule in rules:
             findings.extend((rule, f) for f in rule().check(model))
         where_is: Any = {}
         if findings:
-            if positions is None:
-                from libcst.metadata import MetadataWrapper, PositionProvider
-
-                where_is = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-            else:
-                where_is = positions([f.node for _, f in findings])
+            # Positions cost a codegen pass over the module: only paid when there is something to say.
+            where_is = model.positions if positions is None else positions([f.node for _, f in findings])
     except RecursionError:
         # Pathological nesting (thousands of operators) exhausts the walk: say so for this file
         # and go on with the others.

@@ -1,5 +1,6 @@
-"""Names that identify TensorFlow's custom_gradient, shared by the quick scan (Python's `ast`)
-and the model (libcst). Kept free of libcst so that deciding a file needs no parse imports none."""
+"""Names that identify TensorFlow's (and Keras 3's) custom_gradient, shared by the quick scan
+(Python's `ast`) and the model (libcst). Kept free of libcst, so that deciding whether a file
+needs a parse at all imports none."""
 
 from __future__ import annotations
 
@@ -9,6 +10,17 @@ TF_CUSTOM_GRADIENT = frozenset(
     {
         "tensorflow.custom_gradient",
         "tensorflow.python.ops.custom_gradient.custom_gradient",
+    }
+)
+# Keras 3's custom_gradient: on the TensorFlow backend it is `tf.custom_gradient(f=fun)`
+# (keras/src/backend/tensorflow/core.py), its grad fns written `grad(*args, upstream=None)`.
+# Its sites are checked by the rules whose TensorFlow behaviour applies (`rules/_keras_ops.py`).
+KERAS_CUSTOM_GRADIENT = frozenset(
+    {
+        "keras.ops.custom_gradient",
+        "keras.src.ops.custom_gradient",
+        "keras.src.ops.core.custom_gradient",
+        "tensorflow.keras.ops.custom_gradient",
     }
 )
 
@@ -21,3 +33,12 @@ def normalize(qualname: str | None) -> str | None:
         if qualname.startswith(prefix):
             return "tensorflow." + qualname[len(prefix) :]
     return qualname
+
+
+def alias_to_tensorflow(dotted: str, aliases: tuple[str, ...]) -> str:
+    """`lingvo.compat.custom_gradient` -> `tensorflow.custom_gradient` for a module configured
+    as a re-export of TensorFlow (`[tool.cglint] tensorflow-aliases = ["lingvo.compat"]`)."""
+    for alias in aliases:
+        if dotted == alias or dotted.startswith(alias + "."):
+            return "tensorflow" + dotted[len(alias):]
+    return dotted

@@ -36,7 +36,7 @@ from typing import Any, Callable
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
-from cglint import engine, files, quickscan
+from cglint import engine, files, quickscan, reach
 from cglint.diagnostics import Diagnostic, FileResult
 
 
@@ -221,7 +221,8 @@ class Analysis:
         if not files.may_hold_site(source):
             return Lint(FileResult(path, source, [], parsed=False), [])
         tree, chunks = python_parse(source, previous)
-        scan = quickscan.scan(source, tree) if tree is not None else None
+        aliases = reach.tensorflow_aliases(path)
+        scan = quickscan.scan(source, aliases, tree) if tree is not None else None
         if scan is not None and not scan.relevant:
             return Lint(FileResult(path, source, [], parsed=False), [], chunks)
         if superseded():
@@ -233,20 +234,20 @@ class Analysis:
             return None
         rules = list(rules)
         if (previous is not None and previous.raw is not None and previous.reduced == scan.reduced
-                and previous.rules == rules and previous.result.path == path):
+                and previous.rules == rules and previous.result.path == path and previous.aliases == aliases):
             # The edit changed only statements no rule looks at (the quick scan blanked them):
             # the same findings at the same places; only `# noqa` is read again.
             raw, placed, model = previous.raw, previous.placed, previous.result.model
         else:
             module = cst.Module(body=[node for p in placed for node in p.statement.module.body])
             unsuppressed = engine.analyse(module, source, path, rules, full_tree=False, apply_noqa=False,
-                                          positions=lambda nodes: self._positions(placed, nodes))
+                                          positions=lambda nodes: self._positions(placed, nodes), aliases=aliases)
             raw, model = unsuppressed.diagnostics, unsuppressed.model
             if not unsuppressed.parsed:  # "nesting too deep": nothing to reuse
                 return Lint(unsuppressed, None, chunks)
         kept, notes = engine._unsuppressed(list(raw), source)
         result = FileResult(path, source, kept, parsed=True, model=model, warnings=notes)
-        return Lint(result, placed, chunks, reduced=scan.reduced, raw=raw, rules=rules)
+        return Lint(result, placed, chunks, reduced=scan.reduced, raw=raw, rules=rules, aliases=aliases)
 
     def _split(self, reduced: str, tree: ast.Module) -> list[_Placed] | None:
         lines = _lines(reduced)
@@ -294,6 +295,7 @@ class Lint:
     reduced: str | None = None  # the quick scan's reduced text, and the findings on it before
     raw: list[Diagnostic] | None = None  # `# noqa`: an edit that leaves it alone reuses them
     rules: list | None = None
+    aliases: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:

@@ -32,6 +32,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "CG011": ("cg011_variable_created_inside", "VariableCreatedInside"),
     "CG012": ("cg012_eager_only_in_gradient", "EagerOnlyInGradient"),
     "CG013": ("cg013_missing_decorator", "MissingDecorator"),
+    "CG014": ("cg014_keras_variable_identity", "KerasVariableIdentity"),
+    "CG015": ("cg015_non_tensor_argument", "NonTensorArgument"),
 }
 CODES: tuple[str, ...] = tuple(_REGISTRY)
 # Rules outside the default catalogue, run only when asked for (`--report-unused-noqa`).
