@@ -167,3 +167,24 @@ def test_python_number_constants_are_not_differentiated():
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def test_cli_runtime_order_2_reports_modes_end_to_end():
+    # Real child processes, as users run it; the two modules are checked concurrently.
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "cglint", "--output-format", "json", "--runtime=all",
+                          "--runtime-order", "2", "fixtures/runtime/sign_grad_jvp.py",
+                          "fixtures/runtime/layer_norm_swap.py"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    by_function = {r["function"]: r for r in json.loads(run.stdout)["runtime"]}
+    sign = by_function["sign_backward"]
+    assert sign["verdict"] == "mismatch" and sign["detail"].startswith("forward mode"), sign
+    assert sign["modes"]["forward"] == "mismatch"
+    swap = by_function["layer_norm"]
+    assert swap["modes"] == {"eager": "mismatch", "tf.function": "mismatch"}, swap
+    assert "under tf.function: gradients swapped between variables" in swap["detail"], swap
