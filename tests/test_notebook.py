@@ -120,8 +120,10 @@ def test_runtime_on_the_fixed_notebook_matches(tmp_path):
     assert (check["path"], check["cell"], check["line"], check["function"]) == ("seed_op.ipynb", 4, 1, "custom_op")
     assert check["verdict"] == "match", check
     assert check["inputs"] == "module:x"  # from the call in cell 5: the cells ran as one module
-    text = cglint("--runtime=all", work.name, cwd=tmp_path).stdout
-    assert "seed_op.ipynb:cell 4:1: custom_op: match vs autodiff" in text
+    from cglint.report import Context, render
+
+    text = render("text", [], Context(runtime=[check]))  # the text report of the same verdict
+    assert "  seed_op.ipynb:cell 4:1: custom_op: match vs autodiff: " in text
 
 
 # ---- cells, magics and positions -------------------------------------------------------------
@@ -136,6 +138,10 @@ def test_magics_are_masked_line_for_line():
     assert notebook.mask("%%time\nx = 1\n") == ("\nx = 1\n", frozenset({1}))
     assert notebook.mask("%%bash\necho hi\nls\n") == ("\n\n\n", frozenset({1, 2, 3}))
     assert notebook.mask("a = 1  # 100% sure\nb = a != 2\n")[1] == frozenset()
+    # As in IPython, only where a statement starts: not inside brackets, strings or a continuation.
+    python = 'msg = ("%s and %s"\n       % (a, b))\ndoc = """\n%not a magic\n"""\nn = 7 \\\n    % 3\n'
+    assert notebook.mask(python) == (python, frozenset())
+    assert notebook.mask("x = (1,\n     2)\n%time f()\n")[1] == frozenset({3})
 
 
 def test_positions_after_magics_and_markdown_cells_are_cell_lines():
@@ -176,8 +182,11 @@ def test_directories_include_notebooks_and_excludes_apply(tmp_path):
 
 
 def test_notebooks_that_are_not_python_or_not_notebooks(tmp_path):
-    r_nb = make("library(custom_gradient)", metadata={"language_info": {"name": "R"}})
-    assert found(r_nb) == []
+    python = ("import tensorflow as tf\nw = tf.Variable(1.0)", OP)  # would have two findings in a Python notebook
+    assert found(make(*python, metadata={"language_info": {"name": "R"}})) == []
+    julia = {"kernelspec": {"name": "julia-1.10", "language": "julia", "display_name": "Julia"}}
+    assert found(make(*python, metadata=julia)) == []
+    assert len(found(make(*python))) == 2
     cases = {"bad.ipynb": '{"cells": [custom_gradient', "v3.ipynb": '{"nbformat": 3, "worksheets": [], "x": "custom_gradient"}',
              "invalid.ipynb": '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", '
                               '"source": "custom_gradient"}]}'}
