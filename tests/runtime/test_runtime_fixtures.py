@@ -56,7 +56,9 @@ EXPECTED = {
 
 # What the static rules say about the same modules (fixtures/ is linted as a whole by
 # tests/test_cli.py and tests/test_flake8.py): most of these bugs are only visible at runtime.
-STATIC = {"layer_norm_swap.py": {"CG006"}, "tf_function_inside.py": {"CG001"}}
+# CG015: a Python float passed positionally (converted to a tensor under tf.function).
+STATIC = {"layer_norm_swap.py": {"CG006"}, "tf_function_inside.py": {"CG001"},
+          "grad_multiplier.py": {"CG015"}}
 
 
 def test_every_runtime_fixture_has_an_expectation():
