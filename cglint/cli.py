@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--no-baseline", action="store_true", help="ignore the configured baseline")
     base.add_argument("--prune-baseline", action="store_true",
                       help="with a baseline: rewrite it without its stale entries (those matching no finding)")
-    rt = p.add_argument_group("runtime check (needs the runtime extra: TensorFlow)")
+    rt = p.add_argument_group("runtime check (needs TensorFlow, any distribution, in this environment)")
     # `--runtime` takes no separate value (a path may follow it); `--runtime=all` is spelled
     # with `=` and rewritten to `--runtime-scope all` before parsing.
     rt.add_argument("--runtime", action="store_const", const="flagged",
