@@ -21,6 +21,7 @@ from typing import Iterable
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from cglint import source as pysource
 from cglint.diagnostics import Diagnostic, FileResult, Fix
 from cglint.rules import ALL_RULES, Rule
 
@@ -112,8 +113,17 @@ def fix_source(
         if round_number == max_rounds:
             converged = False
             break
-        chosen, new_source = _one_round(result.module, candidates, path, dropped)
-        if not chosen or new_source == current:
+        chosen, new_code = _one_round(result.module, candidates, path, dropped)
+        if not chosen:
+            break
+        try:
+            new_source = to_source(current, result.module, new_code)
+        except pysource.Unsafe as exc:
+            for d in chosen:
+                dropped.setdefault((d.code, d.line, d.fix.description),  # type: ignore[union-attr]
+                                   DroppedFix(d.code, d.line, d.fix.description, f"not applied: {exc}"))  # type: ignore[union-attr]
+            break
+        if new_source == current:
             break
         applied += [AppliedFix(d.code, d.line, d.fix.description, d.fix.safe) for d in chosen]  # type: ignore[union-attr]
         current = new_source
@@ -195,29 +205,35 @@ def check_source(code: str, path: str = "<fixed>") -> str | None:
 
 def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
     """The fix as non-overlapping replacements of `source` (which `module` was parsed from),
-    one per edit, in source order. Each is the smallest span where the text changes."""
+    one per edit, in source order. Each is the smallest span where the text changes. Empty
+    when the fix would write over text libcst did not see as it is (`source.splice`)."""
+    analysis = pysource.analysed_text(module)
+    base = module.code if analysis is not None or "\x0c" in source else source
+    starts = pysource.line_starts(source)
     out = []
     for edit in fix.edits:
         new = Fix([edit], fix.safe, fix.description).apply(module).code
-        if new == source:
+        if new == base:
             continue
-        start = 0
-        limit = min(len(source), len(new))
-        while start < limit and source[start] == new[start]:
-            start += 1
-        end_old, end_new = len(source), len(new)
-        while end_old > start and end_new > start and source[end_old - 1] == new[end_new - 1]:
-            end_old -= 1
-            end_new -= 1
-        sl, sc = _line_col(source, start)
-        el, ec = _line_col(source, end_old)
-        out.append(TextEdit(sl, sc, el, ec, new[start:end_new], start, end_old))
+        try:
+            start, end, text = pysource.splice(source, base, new, analysis)
+        except pysource.Unsafe:
+            return []
+        sl, sc = pysource.line_col(source, start, starts)
+        el, ec = pysource.line_col(source, end, starts)
+        out.append(TextEdit(sl, sc, el, ec, text, start, end))
     return sorted(out, key=lambda e: e.start)
 
 
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+def to_source(source: str, module: cst.Module, code: str) -> str:
+    """`code` (libcst's code for `module`, parsed from `source`, after edits) as the new
+    source: only the changed span is taken from it, so no byte libcst does not keep is lost.
+    Raises source.Unsafe when that span is not the source as it is on disk."""
+    analysis = pysource.analysed_text(module)
+    if analysis is None and "\x0c" not in source:
+        return code
+    start, end, text = pysource.splice(source, module.code, code, analysis)
+    return source[:start] + text + source[end:]
 
 
 # ---- files ---------------------------------------------------------------------------------
