@@ -127,6 +127,8 @@ def _syntax_error(path: str, source: str, rules: list[type[Rule]], line: int, co
 
 
 def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, reduce: bool = False) -> FileResult:
+    """Lint a file on disk. Raises files.ReadError (naming the path) when it cannot be read as a
+    file; content cglint cannot take (undecodable, too large) is a CG000 "cannot read"."""
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:

@@ -11,6 +11,7 @@ Library entry points (the CLI and the language server use them):
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -53,6 +54,7 @@ class FixResult:
     dropped: list[DroppedFix]
     result: FileResult  # the lint of `new_source`: what remains
     converged: bool = True  # False when MAX_ROUNDS ended the loop with fixes still applicable
+    not_written: str | None = None  # why fix_file wrote nothing though fixes applied
 
     @property
     def changed(self) -> bool:
@@ -240,35 +242,79 @@ def to_source(source: str, module: cst.Module, code: str) -> str:
 
 
 def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = False, write: bool = True) -> FixResult:
-    """Fix a file in place (atomically), keeping its BOM, line endings and mode. With
-    `write=False` nothing is written (for --diff). Raises OSError / files.UndecodableError."""
+    """Fix a file in place (atomically), keeping its encoding, BOM, line endings and mode.
+    With `write=False` nothing is written (for --diff). Raises files.ReadError when the path
+    cannot be read. When the fixes cannot be written (the file is read-only, or changed or
+    vanished since it was read), nothing is written: `not_written` says why and `result` is
+    the lint of the file as it is."""
     from cglint import engine, files
 
-    with open(path, "rb") as fh:
-        raw = fh.read()
-    bom = raw.startswith(b"\xef\xbb\xbf")
+    rules = list(rules)
     try:
-        source = files.read_source(path)
+        read = files.read(path)
     except files.UndecodableError:
-        result = engine.lint_file(path, list(rules))
+        result = engine.lint_file(path, rules)
         return FixResult(path, result.source, result.source, [], [], result)
-    fixed = fix_source(source, path, rules, unsafe)
+    fixed = fix_source(read.text, path, rules, unsafe)
     if write and fixed.changed:
-        write_atomic(path, (b"\xef\xbb\xbf" if bom else b"") + fixed.new_source.encode("utf-8"))
+        try:
+            write_back(read, fixed.new_source)
+        except OSError as exc:
+            original = engine.lint_source(read.text, path, rules)
+            return FixResult(path, read.text, read.text, [], fixed.dropped, original, not_written=_why(exc))
     return fixed
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
+def _why(exc: OSError) -> str:
+    from cglint import files
+
+    return exc.reason if isinstance(exc, files.ReadError) else (exc.strerror or str(exc)).lower()
+
+
+def write_back(read, text: str) -> None:
+    """Write `text` over the file `read` (a files.Read) came from, in its encoding and BOM,
+    only if the file is still what was read. Raises files.ReadError (naming the path) when the
+    file is read-only, changed or gone, or the text does not fit the file's encoding."""
+    from cglint import files
+
+    if not read.mode & 0o222:
+        raise files.ReadError(read.path, "read-only; fixes not written")
+    try:
+        data = pysource.encode(text, read.decoded)
+    except UnicodeEncodeError:
+        raise files.ReadError(read.path, f"the fixed text does not fit the file's {read.decoded.encoding} "
+                                         "encoding; not written") from None
+    write_atomic(read.path, data, expect=read.identity)
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str, expect: tuple[int, int, int, int] | None = None) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never a torn
-    one: a temporary file in the same directory, flushed, given the old file's mode, then
-    `os.replace`d over it. A symlink is followed (its target is replaced)."""
+    one: a temporary file in the same directory, flushed, given the old file's mode (and owner,
+    where allowed), then `os.replace`d over it. A symlink is followed (its target is replaced,
+    the link kept). Only a regular file (or a new one) is ever replaced: a character device
+    (`/dev/null`, a terminal) or a FIFO is written in place, never replaced by a regular file.
+
+    With `expect` (files.identity of the file as read), nothing is written if the file is gone
+    or changed since: files.ReadError says so."""
+    from cglint import files
+
     if isinstance(data, str):
         data = data.encode("utf-8")
     target = os.path.realpath(path)
-    directory = os.path.dirname(target) or "."
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        st: os.stat_result | None = os.stat(target)
     except FileNotFoundError:
+        st = None
+    if expect is not None and (st is None or files.identity(st) != expect):
+        what = "deleted" if st is None else "changed on disk"
+        raise files.ReadError(str(path), f"{what} since cglint read it; not written")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_in_place(str(path), target, st, data)
+        return
+    directory = os.path.dirname(target) or "."
+    if st is not None:
+        mode = stat.S_IMODE(st.st_mode)
+    else:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
@@ -279,6 +325,18 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
+        if st is not None:
+            try:
+                os.chown(tmp, st.st_uid, st.st_gid)
+            except OSError:
+                pass
+        if expect is not None:  # last look, as close to the replace as it gets
+            try:
+                now = os.stat(target)
+            except FileNotFoundError:
+                raise files.ReadError(str(path), "deleted since cglint read it; not written") from None
+            if files.identity(now) != expect:
+                raise files.ReadError(str(path), "changed on disk since cglint read it; not written")
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -288,5 +346,30 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
         raise
 
 
+def _write_in_place(path: str, target: str, st: os.stat_result, data: bytes) -> None:
+    from cglint import files
+
+    if stat.S_ISDIR(st.st_mode):
+        raise files.ReadError(path, "is a directory")
+    if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+        raise files.ReadError(path, "not a regular file, a character device or a FIFO; not written")
+    try:
+        # O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of blocking forever.
+        flags = os.O_WRONLY | (getattr(os, "O_NONBLOCK", 0) if stat.S_ISFIFO(st.st_mode) else 0)
+        fd = os.open(target, flags | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise files.ReadError(path, "a FIFO with no reader; not written") from None
+        raise
+    try:
+        if stat.S_ISFIFO(st.st_mode):
+            os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
 __all__ = ["AppliedFix", "DroppedFix", "FixResult", "TextEdit", "applicable", "fix_file", "fix_source",
-           "text_edits", "write_atomic", "MAX_ROUNDS"]
+           "text_edits", "to_source", "write_atomic", "write_back", "MAX_ROUNDS"]

@@ -29,7 +29,7 @@ LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 # Beyond these an expression is replaced by a stub in the text libcst parses.
 MAX_EXPRESSION_HEIGHT = 100
-MAX_EXPRESSION_NODES = 5000
+MAX_EXPRESSION_CHARS = 20_000
 MAX_LITERAL_CHARS = 4000
 _GATE_CHARS = 400  # a statement shorter than this cannot hold such an expression
 
@@ -119,17 +119,12 @@ def parse(text: str) -> tuple[ast.Module | None, PythonError | None]:
         message = exc.msg or "invalid syntax"
         nesting = any(n in message for n in _NESTING)
         line = exc.lineno or 1
-        column = _column(text, line, exc.offset) if exc.offset else 1
+        column = max(1, exc.offset or 1)  # counts characters in 3.10+
         return None, PythonError(message, line, column, nesting)
     except (RecursionError, MemoryError):
         return None, PythonError("nesting too deep (Python's parser gives up)", 1, 1, True)
     except ValueError as exc:  # "source code string cannot contain null bytes"
         return None, PythonError(str(exc), _nul_line(text), 1, False)
-
-
-def _column(text: str, line: int, offset: int) -> int:
-    """SyntaxError.offset counts characters on the line in 3.10+ (1-based)."""
-    return max(1, offset)
 
 
 def _nul_line(text: str) -> int:
@@ -141,8 +136,6 @@ def _nul_line(text: str) -> int:
 
 
 _NOT_STUBBED = (ast.Slice, ast.Starred, ast.FormattedValue)
-
-
 _LONE_CR = re.compile(r"\r(?!\n)")
 
 
@@ -153,12 +146,11 @@ def analysis_text(text: str, tree: ast.Module) -> str:
     statements."""
     if "\r" in text:
         text = _LONE_CR.sub("\n", text)
-    starts = line_starts(text)
-    spans = []
-    for stmt in _long_statements(tree, text, starts):
+    offsets = _Offsets(text)
+    spans: list[tuple[int, int]] = []
+    for stmt in _long_statements(tree, offsets):
         for expr in _own_expressions(stmt):
-            if _offset(text, starts, expr.end_lineno, expr.end_col_offset) - _offset(text, starts, expr.lineno, expr.col_offset) >= _GATE_CHARS:
-                spans += _stub_spans(expr, text, starts)
+            spans += _stub_spans(expr, text, offsets)
     if not spans:
         return text
     out = []
@@ -185,34 +177,44 @@ def _stub(span: str) -> str:
     return "(_" + inner + ")"
 
 
-def _offset(text: str, starts: list[int], line: int | None, col_bytes: int | None) -> int:
-    """Character offset of an ast position (ast columns count UTF-8 bytes)."""
-    line = line or 1
-    begin = starts[line - 1] if line - 1 < len(starts) else len(text)
-    col_bytes = col_bytes or 0
-    prefix = text[begin : begin + col_bytes]
-    if prefix.isascii():
-        return begin + col_bytes
-    return begin + len(prefix.encode("utf-8")[:col_bytes].decode("utf-8", "ignore"))
+class _Offsets:
+    """Character offsets of ast positions (whose columns count UTF-8 bytes), O(1) on ASCII lines."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = line_starts(text)
+        self.encoded: dict[int, bytes | None] = {}
+
+    def __call__(self, line: int | None, col: int | None) -> int:
+        line, col = line or 1, col or 0
+        if line - 1 >= len(self.starts):
+            return len(self.text)
+        begin = self.starts[line - 1]
+        if line not in self.encoded:
+            end = self.starts[line] if line < len(self.starts) else len(self.text)
+            segment = self.text[begin:end]
+            self.encoded[line] = None if segment.isascii() else segment.encode("utf-8")
+        raw = self.encoded[line]
+        if raw is None:
+            return begin + col
+        return begin + len(raw[:col].decode("utf-8", "ignore"))
 
 
-def _long_statements(tree: ast.Module, text: str, starts: list[int]):
+def _long_statements(tree: ast.Module, offsets: _Offsets):
     """Statements (at any depth) whose own text is long enough to hold a pathological
     expression; a short compound statement's body is short too."""
     todo = list(tree.body)
     while todo:
         stmt = todo.pop()
-        first = _offset(text, starts, stmt.lineno, stmt.col_offset)
-        last = _offset(text, starts, stmt.end_lineno, stmt.end_col_offset)
-        if last - first < _GATE_CHARS:
+        if offsets(stmt.end_lineno, stmt.end_col_offset) - offsets(stmt.lineno, stmt.col_offset) < _GATE_CHARS:
             continue
         yield stmt
         for name in ("body", "orelse", "finalbody", "handlers", "cases"):
             for inner in getattr(stmt, name, None) or ():
-                if isinstance(inner, ast.ExceptHandler) or type(inner).__name__ == "match_case":
-                    todo.extend(inner.body)
-                elif isinstance(inner, ast.stmt):
+                if isinstance(inner, ast.stmt):
                     todo.append(inner)
+                else:  # except handlers, match cases
+                    todo.extend(getattr(inner, "body", ()))
 
 
 def _own_expressions(stmt: ast.stmt):
@@ -223,40 +225,46 @@ def _own_expressions(stmt: ast.stmt):
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, ast.expr):
                 yield item
-            elif isinstance(item, (ast.arguments, ast.withitem, ast.keyword, ast.alias)):
-                yield from (n for n in ast.iter_child_nodes(item) if isinstance(n, ast.expr))
-                if isinstance(item, ast.arguments):  # defaults and annotations
-                    for a in [*item.posonlyargs, *item.args, *item.kwonlyargs, item.vararg, item.kwarg]:
-                        if a is not None and a.annotation is not None:
-                            yield a.annotation
+            elif isinstance(item, ast.AST):  # arguments, withitem, keyword, ...
+                yield from (n for n in ast.walk(item) if isinstance(n, ast.expr))
 
 
-def _stub_spans(root: ast.expr, text: str, starts: list[int]) -> list[tuple[int, int]]:
-    """Post-order over `root`: a subtree that grows past the height or size limits becomes a
-    stub, and counts as one node from there up."""
+def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int, int]]:
+    """Long expressions (over MAX_EXPRESSION_CHARS, literals over MAX_LITERAL_CHARS) become
+    stubs whole; below that, a post-order walk stubs a subtree that grows past
+    MAX_EXPRESSION_HEIGHT, which then counts as one level. Short subtrees are not walked
+    (their height is bounded by their length). Nothing that mentions custom_gradient is stubbed."""
     spans: list[tuple[int, int]] = []
     height: dict[int, int] = {}
-    size: dict[int, int] = {}
+    where: dict[int, tuple[int, int]] = {}
     stack: list[tuple[ast.AST, bool]] = [(root, False)]
     while stack:
         node, done = stack.pop()
         if not done:
+            if isinstance(node, ast.expr) and node.end_lineno is not None:
+                start, end = offsets(node.lineno, node.col_offset), offsets(node.end_lineno, node.end_col_offset)
+                if end - start < _GATE_CHARS:
+                    height[id(node)] = 1
+                    continue
+                stubbable = not isinstance(node, _NOT_STUBBED) and "custom_gradient" not in text[start:end]
+                limit = MAX_LITERAL_CHARS if isinstance(node, (ast.Constant, ast.JoinedStr)) else MAX_EXPRESSION_CHARS
+                if stubbable and end - start > limit:
+                    spans.append((start, end))
+                    height[id(node)] = 1
+                    continue
+                if stubbable:
+                    where[id(node)] = (start, end)
+                if isinstance(node, ast.JoinedStr):  # f-string insides are not stubbed
+                    height[id(node)] = 1
+                    continue
             stack.append((node, True))
-            if not isinstance(node, ast.JoinedStr):  # f-string insides are not stubbed
-                stack.extend((child, False) for child in ast.iter_child_nodes(node))
+            stack.extend((child, False) for child in ast.iter_child_nodes(node))
             continue
-        children = [] if isinstance(node, ast.JoinedStr) else list(ast.iter_child_nodes(node))
-        h = 1 + max((height.get(id(c), 0) for c in children), default=0)
-        s = 1 + sum(size.get(id(c), 0) for c in children)
-        if isinstance(node, ast.expr) and not isinstance(node, _NOT_STUBBED) and node.end_lineno is not None:
-            start = _offset(text, starts, node.lineno, node.col_offset)
-            end = _offset(text, starts, node.end_lineno, node.end_col_offset)
-            literal = isinstance(node, (ast.Constant, ast.JoinedStr)) and end - start > MAX_LITERAL_CHARS
-            if (h > MAX_EXPRESSION_HEIGHT or s > MAX_EXPRESSION_NODES or literal) and end - start >= 3 \
-                    and "custom_gradient" not in text[start:end]:
-                spans.append((start, end))
-                h, s = 1, 1
-        height[id(node)], size[id(node)] = h, s
+        h = 1 + max((height.get(id(c), 0) for c in ast.iter_child_nodes(node)), default=0)
+        if h > MAX_EXPRESSION_HEIGHT and id(node) in where:
+            spans.append(where[id(node)])
+            h = 1
+        height[id(node)] = h
     return spans
 
 

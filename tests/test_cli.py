@@ -104,7 +104,7 @@ def test_stdin_with_filename():
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["no/such/path.py"], "no such file or directory: no/such/path.py"),
+        (["no/such/path.py"], "no/such/path.py: no such file or directory"),
         (["--select", "CG999", "fixtures"], "unknown rule code or prefix: 'CG999'"),
         (["--explain", "XX1"], "unknown rule code"),
         (["--output-format", "yaml"], "invalid choice"),
