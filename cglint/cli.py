@@ -57,12 +57,20 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     fix.add_argument("--unsafe-fixes", action="store_true", help="apply (or offer) unsafe fixes as well")
     fix.add_argument("--diff", action="store_true", help="print the fixes as a unified diff and write nothing")
+    fix.add_argument("--show-fixes", action="store_true", help="with --fix or --diff: list the fixes per file and rule")
     fix.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for every current finding")
     out = p.add_argument_group("output")
     out.add_argument("--output-format", choices=FORMAT_NAMES, default="text")
     out.add_argument("--output-file", metavar="PATH", help="write the report to PATH (atomically) instead of stdout")
     out.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    base = p.add_argument_group("baseline (adopting cglint on existing code)")
+    base.add_argument("--write-baseline", metavar="FILE", help="record every current finding in FILE and exit 0")
+    base.add_argument("--baseline", metavar="FILE",
+                      help="report only findings not recorded in FILE (default: [tool.cglint] baseline)")
+    base.add_argument("--no-baseline", action="store_true", help="ignore the configured baseline")
+    base.add_argument("--prune-baseline", action="store_true",
+                      help="with a baseline: rewrite it without its stale entries (those matching no finding)")
     rt = p.add_argument_group("runtime check (needs the runtime extra: TensorFlow)")
     # `--runtime` takes no separate value (a path may follow it); `--runtime=all` is spelled
     # with `=` and rewritten to `--runtime-scope all` before parsing.
@@ -151,15 +159,16 @@ def _run(argv: list[str] | None) -> int:
     if args.runtime and importlib.util.find_spec("tensorflow") is None:  # children run in this interpreter
         return _fail("--runtime needs TensorFlow in this environment: pip install 'cglint[runtime]'")
     fixing = args.fix or args.diff
-    # SARIF carries fixes as text replacements, which need the full tree; otherwise libcst
-    # parses only the statements that matter (engine.lint_source, `reduce`).
-    reduce = args.output_format != "sarif"
+    # SARIF and JSON carry fixes as text replacements, which need the full tree; otherwise
+    # libcst parses only the statements that matter (engine.lint_source, `reduce`).
+    reduce = args.output_format not in ("sarif", "json") or args.statistics
     results = []
     fixed = 0
     would_change = 0
     diffs: list[str] = []
     noqa_added = 0
     failed_paths = 0  # unreadable paths and internal errors: reported, the run goes on, exit 2
+    shown: list[tuple[str, list[tuple[str, str]]]] = []  # --show-fixes: (path, [(code, name)])
     for path in files.discover(paths, settings.is_excluded, settings.force_exclude):
         try:
             rules = settings.rules_for(path)
@@ -169,6 +178,7 @@ def _run(argv: list[str] | None) -> int:
                     _fail(f"{path}: {outcome.not_written}")
                     failed_paths += 1
                 fixed += len(outcome.applied)
+                shown.append((path, [(a.code, a.name) for a in outcome.applied]))
                 if outcome.changed:
                     would_change += 1
                     if args.diff:
@@ -193,6 +203,9 @@ def _run(argv: list[str] | None) -> int:
     if args.add_noqa:
         print(f"Added {_plural(noqa_added, 'noqa directive')}.", file=sys.stderr)
         return EXIT_ERROR if failed_paths else EXIT_CLEAN
+    if args.show_fixes and fixing:
+        _show_fixes(shown, would=args.diff, to_stdout=not args.diff and args.output_format == "text"
+                    and not args.output_file and not args.statistics)
     if args.diff:
         sys.stdout.write("".join(diffs))
         print(f"Would fix {_plural(fixed, 'problem')}" + (f" in {_plural(would_change, 'file')}." if fixed else "."),
@@ -201,6 +214,12 @@ def _run(argv: list[str] | None) -> int:
     else:
         status = _report(args, settings, results, fixed)
     return EXIT_ERROR if failed_paths else status
+
+
+def _show_fixes(shown, would: bool, to_stdout: bool) -> None:
+    from cglint.report import show_fixes
+
+    (sys.stdout if to_stdout else sys.stderr).write(show_fixes.render(shown, would=would))
 
 
 def _fix_one(path: str, rules, args):
@@ -238,9 +257,52 @@ def _add_noqa(path: str, result) -> int:
     return changed
 
 
+def _apply_baseline(args, settings, results) -> int | None:
+    """--write-baseline (returns the exit status), or hide what the baseline records (None:
+    go on reporting)."""
+    from cglint.baseline import Baseline, BaselineError
+
+    if args.write_baseline:
+        baseline = Baseline.from_results(args.write_baseline, results)
+        try:
+            baseline.write()
+        except OSError as exc:
+            return _fail(f"{args.write_baseline}: cannot write: {exc.strerror}")
+        total = sum(baseline.counts.values())
+        print(f"Wrote {_plural(total, 'finding')} to the baseline {args.write_baseline}.", file=sys.stderr)
+        return EXIT_CLEAN
+    where = None if args.no_baseline else (args.baseline or settings.baseline)
+    if where is None:
+        if args.prune_baseline:
+            return _fail("--prune-baseline needs a baseline (--baseline FILE or [tool.cglint] baseline)")
+        return None
+    try:
+        baseline = Baseline.load(where)
+    except BaselineError as exc:
+        return _fail(str(exc))
+    outcome = baseline.filter(results)
+    note = f"{_plural(outcome.hidden, 'finding')} hidden by the baseline {where}"
+    if outcome.stale_count:
+        if args.prune_baseline:
+            try:
+                baseline.pruned(outcome.stale).write()
+            except OSError as exc:
+                return _fail(f"{where}: cannot write: {exc.strerror}")
+            note += f"; pruned {_plural(outcome.stale_count, 'stale entry').replace('entrys', 'entries')}"
+        else:
+            note += (f"; {_plural(outcome.stale_count, 'stale entry').replace('entrys', 'entries')} (fixed or gone: "
+                     f"--prune-baseline drops them)")
+    print(note + ".", file=sys.stderr)
+    return None
+
+
 def _report(args, settings, results, fixed: int) -> int:
     from cglint import fix as fixmod
     from cglint.report import Context, render, statistics
+
+    done = _apply_baseline(args, settings, results)
+    if done is not None:
+        return done
 
     runtime = None
     if args.runtime:
@@ -303,6 +365,8 @@ def _run_stdin(args, settings) -> int:
     try:
         if args.fix or args.diff:
             outcome = fix.fix_source(source, name, rules, unsafe=args.unsafe_fixes)
+            if args.show_fixes:
+                _show_fixes([(name, [(a.code, a.name) for a in outcome.applied])], would=args.diff, to_stdout=False)
             if args.diff:
                 sys.stdout.write(_diff(name, source, outcome.new_source) if outcome.changed else "")
                 return EXIT_FINDINGS if outcome.changed and not args.exit_zero else EXIT_CLEAN

@@ -43,7 +43,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "site-packages", "build", "dist", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache",
 )
 
-_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime")
+_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime", "baseline")
 _RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes")
 
 
@@ -84,6 +84,7 @@ class Settings:
     runtime: RuntimeSettings = RuntimeSettings()
     force_exclude: bool = False
     layers: tuple[_Selection, ...] = ()
+    baseline: Path | None = None  # `baseline = "..."`, resolved against the configuration's directory
 
     # ---- command line --------------------------------------------------------------------
 
@@ -245,7 +246,17 @@ def _from_table(table: Any, path: Path, section: str) -> Settings:
         per_file_ignores=per_file_ignores,
         runtime=_runtime(table.get("runtime", {}), f"{section}.runtime in {path}" if section else f"[runtime] in {path}"),
         layers=(_Selection(select, extend_select, ignore),),
+        baseline=_baseline(table, path.parent, where),
     )
+
+
+def _baseline(table: dict[str, Any], root: Path, where: str) -> Path | None:
+    if "baseline" not in table:
+        return None
+    value = table["baseline"]
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"`baseline` in {where} must be a file name (a string), not {value!r}")
+    return root / value
 
 
 def _runtime(table: Any, where: str) -> RuntimeSettings:

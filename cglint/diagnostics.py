@@ -8,14 +8,53 @@ from typing import Any
 import libcst as cst
 
 
-@dataclass
+# How far a fix can be trusted, as ruff's `Applicability`: `safe` fixes keep the behaviour the
+# user intended and `--fix` applies them; `unsafe` ones need review and only `--unsafe-fixes`
+# applies them; `display-only` ones are shown (JSON, SARIF, editors' hover text) and never applied.
+SAFE, UNSAFE, DISPLAY_ONLY = "safe", "unsafe", "display-only"
+APPLICABILITIES = (SAFE, UNSAFE, DISPLAY_ONLY)
+
+
 class Fix:
     """A rule's proposed change: replace each node (found by identity in the parsed module) by
-    its replacement. `safe` fixes keep behaviour the user intended; unsafe ones need review."""
+    its replacement, with an applicability and a one-line description (its message).
 
-    edits: list[tuple[cst.CSTNode, cst.CSTNode]]
-    safe: bool
-    description: str
+    Built as `Fix(edits, applicability=UNSAFE, description=...)`; the older
+    `Fix(edits=..., safe=..., description=...)` (or positionally `Fix(edits, safe, description)`)
+    still works, and `fix.safe` reads as before."""
+
+    __slots__ = ("edits", "applicability", "description")
+
+    def __init__(self, edits: list[tuple[cst.CSTNode, cst.CSTNode]], safe: bool | None = None,
+                 description: str = "", *, applicability: str | None = None) -> None:
+        if applicability is None:
+            if safe is None:
+                raise TypeError("Fix needs an applicability (or `safe`)")
+            applicability = SAFE if safe else UNSAFE
+        elif applicability not in APPLICABILITIES:
+            raise ValueError(f"unknown fix applicability {applicability!r}")
+        elif safe is not None and safe != (applicability == SAFE):
+            raise ValueError(f"Fix(safe={safe}) contradicts applicability {applicability!r}")
+        self.edits = edits
+        self.applicability = applicability
+        self.description = description
+
+    @property
+    def safe(self) -> bool:
+        return self.applicability == SAFE
+
+    @property
+    def message(self) -> str:
+        return self.description
+
+    def applies(self, unsafe: bool = False) -> bool:
+        """The one predicate for "fixable": whether `--fix` (with `--unsafe-fixes` when
+        `unsafe`) applies this fix. Text `[*]`, `--statistics`, the summary, JSON's `fixable`
+        and the editor's preferred quick fix all ask it."""
+        return self.applicability == SAFE or (unsafe and self.applicability == UNSAFE)
+
+    def __repr__(self) -> str:
+        return f"Fix({len(self.edits)} edits, {self.applicability}, {self.description!r})"
 
     def apply(self, module: cst.Module) -> cst.Module:
         return module.visit(_Replace(dict((id(old), new) for old, new in self.edits)))
@@ -49,11 +88,21 @@ class Diagnostic:
     name: str
     severity: str
     message: str
-    fixable: bool = False
     runtime: dict[str, Any] | None = field(default=None, compare=False)
     fix: Fix | None = field(default=None, compare=False, repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def is_fixable(self, unsafe: bool = False) -> bool:
+        """Whether `--fix` (`--unsafe-fixes` with `unsafe`) fixes this finding: `Fix.applies`."""
+        return self.fix is not None and self.fix.applies(unsafe)
+
+    @property
+    def fixable(self) -> bool:
+        return self.is_fixable(False)
+
+    def to_dict(self, unsafe: bool = False, edits: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The JSON object. `fixable` is `is_fixable(unsafe)`; `fix` is null or
+        `{"applicability", "message", "edits"}` (`edits` as text replacements when the caller
+        could compute them, see `cglint.fix.json_edits`)."""
         out = {
             "path": self.path,
             "line": self.line,
@@ -64,7 +113,12 @@ class Diagnostic:
             "name": self.name,
             "severity": self.severity,
             "message": self.message,
-            "fixable": self.fixable,
+            "fixable": self.is_fixable(unsafe),
+            "fix": None if self.fix is None else {
+                "applicability": self.fix.applicability,
+                "message": self.fix.description,
+                "edits": edits if edits is not None else [],
+            },
         }
         if self.runtime is not None:
             out["runtime"] = self.runtime

@@ -57,8 +57,8 @@ def lint_source(
         return FileResult(path, source, [], parsed=False,
                           warnings=[f"not analysed: Python accepts this file but {reason.removeprefix('cannot parse: ')}"])
 
-    if not reduced and text != source:
-        pysource.remember(module, text)
+    if not reduced and (text != source or "\x0c" in source):  # libcst drops some form feeds
+        pysource.remember(module, source, text)
     try:
         model = ModuleModel(module)
         findings: list[tuple[type[Rule], Finding]] = []
@@ -85,7 +85,7 @@ def lint_source(
             seen.add(key)
             diag = _diagnostic(path, rule, where.start.line, where.start.column + 1, where.end.line,
                                where.end.column + 1, finding.message)
-            diag.fix, diag.fixable = finding.fix, finding.fix is not None
+            diag.fix = finding.fix
             diags.append(diag)
     kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
     return FileResult(path, source, kept, parsed=True, module=None if reduced else module, model=model,

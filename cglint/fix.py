@@ -6,6 +6,9 @@ Library entry points (the CLI and the language server use them):
 - `fix_source(source, path, rules, unsafe=False) -> FixResult(new_source, applied, dropped, result)`
 - `fix_file(path, rules, unsafe=False, write=True) -> FixResult` (keeps BOM, line endings, mode)
 - `text_edits(source, module, fix) -> list[TextEdit]`: a fix as replacements of the source text
+- `validated(module, fix, path) -> str | None`: one fix applied alone, or None when the result
+  would not parse or compile (the check `--fix` makes; the language server's quick fixes use it)
+- `applicable(diagnostic, unsafe)`: whether `--fix` applies a finding's fix (`Fix.applies`)
 - `write_atomic(path, data)`: temp file in the same directory, then `os.replace`
 """
 
@@ -23,7 +26,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from cglint import source as pysource
-from cglint.diagnostics import Diagnostic, FileResult, Fix
+from cglint.diagnostics import UNSAFE, Diagnostic, FileResult, Fix
 from cglint.rules import ALL_RULES, Rule
 
 MAX_ROUNDS = 10
@@ -35,6 +38,8 @@ class AppliedFix:
     line: int  # where the finding was, in the source of the round that fixed it
     description: str
     safe: bool
+    applicability: str = "safe"
+    name: str = ""  # the rule's name, for --show-fixes
 
 
 @dataclass
@@ -66,7 +71,7 @@ class FixResult:
 
     def hidden_unsafe(self) -> int:
         """Remaining findings with an unsafe fix that `--unsafe-fixes` would apply."""
-        return sum(1 for d in self.result.diagnostics if d.fix is not None and not d.fix.safe)
+        return sum(1 for d in self.result.diagnostics if d.fix is not None and d.fix.applicability == UNSAFE)
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ class TextEdit:
 
 
 def applicable(d: Diagnostic, unsafe: bool) -> bool:
-    return d.fix is not None and (d.fix.safe or unsafe)
+    return d.is_fixable(unsafe)
 
 
 def fix_source(
@@ -127,7 +132,8 @@ def fix_source(
             break
         if new_source == current:
             break
-        applied += [AppliedFix(d.code, d.line, d.fix.description, d.fix.safe) for d in chosen]  # type: ignore[union-attr]
+        applied += [AppliedFix(d.code, d.line, d.fix.description, d.fix.safe, d.fix.applicability, d.name)  # type: ignore[union-attr]
+                    for d in chosen]
         current = new_source
         result = engine.lint_source(current, path, rules)
     return FixResult(path, source, current, applied, list(dropped.values()), result, converged)
@@ -146,7 +152,10 @@ def _one_round(
         spans = [positions.get(old) for old, _ in fix.edits]
         if not spans or any(s is None for s in spans):
             continue
-        alone = _apply(module, [fix])
+        alone, problem = validated(module, fix, path)
+        if alone is None:
+            dropped.setdefault((d.code, d.line, fix.description), DroppedFix(d.code, d.line, fix.description, problem or ""))
+            continue
         if alone in outcomes:
             # Two findings, one identical fix (e.g. CG002 and CG006 on the same return): applied
             # once, and both count as fixed, as in ruff.
@@ -154,10 +163,6 @@ def _one_round(
             continue
         if any(_overlap(a, b) for a in spans for b in taken):  # type: ignore[arg-type]
             continue  # recomputed next round, on the tree this round produces
-        problem = check_source(alone, path)
-        if problem is not None:
-            dropped.setdefault((d.code, d.line, fix.description), DroppedFix(d.code, d.line, fix.description, problem))
-            continue
         outcomes[alone] = d
         chosen.append(d)
         taken += spans  # type: ignore[arg-type]
@@ -180,6 +185,19 @@ def _overlap(a: CodeRange, b: CodeRange) -> bool:
 def _apply(module: cst.Module, fixes: list[Fix]) -> str:
     edits = [edit for fix in fixes for edit in fix.edits]
     return Fix(edits, True, "").apply(module).code
+
+
+def validated(module: cst.Module, fix: Fix, path: str = "<fixed>") -> tuple[str | None, str | None]:
+    """`fix` applied alone to `module`: (new code, None), or (None, why not) when the result would
+    not parse or compile. The check every fix passes before anyone applies it."""
+    code = _apply(module, [fix])
+    problem = check_source(code, path)
+    if problem is None and (known := pysource.registered(module)) is not None:
+        try:
+            code = to_source(known[0], module, code)
+        except pysource.Unsafe as exc:
+            return None, str(exc)
+    return (None, problem) if problem is not None else (code, None)
 
 
 def check_source(code: str, path: str = "<fixed>") -> str | None:
@@ -209,12 +227,13 @@ def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
     """The fix as non-overlapping replacements of `source` (which `module` was parsed from),
     one per edit, in source order. Each is the smallest span where the text changes. Empty
     when the fix would write over text libcst did not see as it is (`source.splice`)."""
-    analysis = pysource.analysed_text(module)
-    base = module.code if analysis is not None or "\x0c" in source else source
+    known = pysource.registered(module)
+    analysis = known[1] if known is not None else None
+    base = module.code if known is not None else source
     starts = pysource.line_starts(source)
     out = []
     for edit in fix.edits:
-        new = Fix([edit], fix.safe, fix.description).apply(module).code
+        new = Fix([edit], applicability=fix.applicability, description=fix.description).apply(module).code
         if new == base:
             continue
         try:
@@ -231,11 +250,21 @@ def to_source(source: str, module: cst.Module, code: str) -> str:
     """`code` (libcst's code for `module`, parsed from `source`, after edits) as the new
     source: only the changed span is taken from it, so no byte libcst does not keep is lost.
     Raises source.Unsafe when that span is not the source as it is on disk."""
-    analysis = pysource.analysed_text(module)
-    if analysis is None and "\x0c" not in source:
+    known = pysource.registered(module)
+    if known is None:
         return code
-    start, end, text = pysource.splice(source, module.code, code, analysis)
+    start, end, text = pysource.splice(source, module.code, code, known[1])
     return source[:start] + text + source[end:]
+
+
+def json_edits(source: str, module: cst.Module | None, fix: Fix) -> list[dict]:
+    """The fix's edits for JSON output, as ruff writes them: `{"content", "location": {"row",
+    "column"}, "end_location": {"row", "column"}}`, 1-based, end exclusive (empty without the
+    full tree)."""
+    if module is None:
+        return []
+    return [{"content": e.text, "location": {"row": e.start_line, "column": e.start_column},
+             "end_location": {"row": e.end_line, "column": e.end_column}} for e in text_edits(source, module, fix)]
 
 
 # ---- files ---------------------------------------------------------------------------------
@@ -372,4 +401,4 @@ def _write_in_place(path: str, target: str, st: os.stat_result, data: bytes) -> 
 
 
 __all__ = ["AppliedFix", "DroppedFix", "FixResult", "TextEdit", "applicable", "fix_file", "fix_source",
-           "text_edits", "to_source", "write_atomic", "write_back", "MAX_ROUNDS"]
+           "json_edits", "text_edits", "to_source", "validated", "write_atomic", "write_back", "MAX_ROUNDS"]

@@ -7,7 +7,8 @@
   not silence cglint.)
 - Codes of other tools (`# noqa: E501, CG005`) are left to them. An unknown `CG` code is
   warned about and ignored, as ruff does: `# noqa: CG999` silences nothing.
-- `add_noqa()` writes `# noqa: CODES` for current findings, merging with codes already there.
+- `noqa_edit()` is the one way a `# noqa` is written: `--add-noqa` (`add_noqa()`, for every
+  current finding) and the language server's "Suppress" quick fix both use it.
 """
 
 from __future__ import annotations
@@ -141,27 +142,42 @@ def add_noqa(source: str, diags: Iterable[Diagnostic]) -> tuple[str, int, list[i
         if number > len(lines) or number in blocked:
             skipped.append(number)
             continue
-        raw = lines[number - 1]
-        body = raw.rstrip("\r\n")
-        eol = raw[len(body):]
-        new = _with_codes(body, wanted[number])
-        if new != body:
-            lines[number - 1] = new + eol
+        edit = noqa_edit(source, number, wanted[number], blocked=blocked, lines=lines)
+        if edit is not None:
+            raw = lines[number - 1]
+            lines[number - 1] = raw[:edit[0]] + edit[2] + raw[edit[1]:]
             changed += 1
     return "".join(lines), changed, skipped
 
 
-def _with_codes(line: str, codes: set[str]) -> str:
-    match = _NOQA.search(line, line.index("#")) if "#" in line and "noqa" in line.lower() else None
-    if match is None:
-        return f"{line.rstrip()}  # noqa: {', '.join(sorted(codes))}"
-    if not match.group("codes"):
-        return line  # a bare `# noqa` silences everything already
-    existing = _split(match.group("codes"))
-    merged = existing + [c for c in sorted(codes) if c not in existing]
-    if merged == existing:
-        return line
-    return line[: match.start()] + "# noqa: " + ", ".join(merged) + line[match.end():]
+def noqa_edit(source: str, line: int, codes: Iterable[str], blocked: set[int] | None = None,
+              lines: list[str] | None = None) -> tuple[int, int, str] | None:
+    """The edit that makes 1-based `line` suppress `codes`: (start, end, replacement) in code
+    points of that line. It appends `  # noqa: CODES`, or adds the missing codes to an existing
+    `# noqa: ...` (its codes, other tools' included, stay first). None when nothing is needed
+    (a bare `# noqa`, or every code listed already) or where a comment cannot go (the line ends
+    inside a string or continues with a backslash)."""
+    lines = source.splitlines(keepends=True) if lines is None else lines
+    if not 1 <= line <= len(lines):
+        return None
+    if blocked is None:
+        blocked = _lines_without_comment_room(source)
+    if line in blocked:
+        return None
+    text = lines[line - 1].rstrip("\r\n")
+    existing = suppressions(text)
+    if existing is ALL:
+        return None  # a bare `# noqa` silences everything already
+    if existing is not None:
+        missing = [c for c in sorted(set(codes)) if c not in existing]
+        if not missing:
+            return None
+        match = _NOQA.search(text, text.index("#"))
+        assert match is not None and match.group("codes")
+        end = match.end("codes")
+        return end, end, "".join(f", {c}" for c in missing)
+    stripped = len(text.rstrip())
+    return stripped, len(text), f"  # noqa: {', '.join(sorted(set(codes)))}"
 
 
 def _lines_without_comment_room(source: str) -> set[int]:

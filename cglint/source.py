@@ -270,21 +270,23 @@ def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int,
 
 # ---- from the text libcst parsed back to the source ---------------------------------------
 
-# The analysis text of recently parsed modules whose text is not their file's source (libcst
-# modules cannot be weakly referenced; a few recent ones are enough for fix rounds and editors).
-_ANALYSED: "OrderedDict[int, tuple[object, str]]" = OrderedDict()
+# The source and analysis text of recently parsed modules whose `code` may not be their source
+# (libcst modules cannot be weakly referenced; a few recent ones cover fix rounds and editors).
+_ANALYSED: "OrderedDict[int, tuple[object, str, str]]" = OrderedDict()
 
 
-def remember(module: object, analysis: str) -> None:
-    _ANALYSED[id(module)] = (module, analysis)
+def remember(module: object, source: str, analysis: str) -> None:
+    _ANALYSED[id(module)] = (module, source, analysis)
     _ANALYSED.move_to_end(id(module))
     while len(_ANALYSED) > 16:
         _ANALYSED.popitem(last=False)
 
 
-def analysed_text(module: object) -> str | None:
+def registered(module: object) -> tuple[str, str] | None:
+    """(source, analysis text) of a module the engine parsed from a text that is not exactly
+    what libcst gives back; None when `module.code` is the source."""
     entry = _ANALYSED.get(id(module))
-    return entry[1] if entry is not None and entry[0] is module else None
+    return (entry[1], entry[2]) if entry is not None and entry[0] is module else None
 
 
 class Unsafe(ValueError):

@@ -17,7 +17,7 @@ def test_fixtures_report_every_code_and_exit_1():
     for d in out["diagnostics"]:
         by_file.setdefault(d["path"], set()).add(d["code"])
         assert set(d) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity",
-                          "message", "fixable"}
+                          "message", "fixable", "fix"}
     from cglint.rules import ALL_RULES
 
     every = {r.code for r in ALL_RULES}

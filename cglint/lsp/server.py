@@ -122,18 +122,26 @@ class Lint:
     diagnostics: list[lsp.Diagnostic]  # parallel to result.diagnostics
     result_id: str
     full: FileResult | None = None  # the same lint on the full tree, made when a fix is applied
+    fixed: dict[int, str | None] = field(default_factory=dict)  # fixed_text's answers
 
     def fixed_text(self, index: int) -> str | None:
-        """The text with diagnostic `index`'s fix applied (runs on the lint thread). Fixes
-        replace nodes of the full tree, so the full lint is made once, on first use."""
+        """The text with diagnostic `index`'s fix applied (runs on the lint thread), or None
+        when `cglint --fix` would refuse it (display-only, or the result does not parse or
+        compile: `cglint.fix.validated`, the CLI's check). Fixes replace nodes of the full
+        tree, so the full lint is made once, on first use."""
+        if index not in self.fixed:
+            self.fixed[index] = self._fixed_text(index)
+        return self.fixed[index]
+
+    def _fixed_text(self, index: int) -> str | None:
         d = self.result.diagnostics[index]
         if self.full is None:
             self.full = engine.lint_source(self.text, self.result.path, self.rules)
-        same = [f for f in self.full.diagnostics if f.fix is not None and (f.code, f.line, f.column, f.end_line,
-                f.end_column, f.message) == (d.code, d.line, d.column, d.end_line, d.end_column, d.message)]
+        same = [f for f in self.full.diagnostics if f.is_fixable(unsafe=True) and (f.code, f.line, f.column,
+                f.end_line, f.end_column, f.message) == (d.code, d.line, d.column, d.end_line, d.end_column, d.message)]
         if not same or self.full.module is None:
             return None
-        return same[0].fix.apply(self.full.module).code  # type: ignore[union-attr]
+        return fixing.validated(self.full.module, same[0].fix, self.result.path)[0]  # type: ignore[arg-type]
 
 
 @dataclass
@@ -294,16 +302,21 @@ class CglintServer(LanguageServer):
         generation of the module, so clients that resolve code actions get it only when they
         pick the action."""
         d, diag = lint.result.diagnostics[index], lint.diagnostics[index]
-        if d.fix is None:
+        if d.fix is None or not d.is_fixable(unsafe=True):  # display-only: never applied
             return None
         title = f"Fix {d.code}: {d.fix.description}" + ("" if d.fix.safe else " (unsafe: review the change)")
         action = lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[diag],
-                                is_preferred=d.fix.safe)
+                                is_preferred=d.is_fixable(unsafe=False))
+        # Offered only when the CLI would apply it: the same validation first (memoised, so a
+        # resolve that follows costs nothing more).
+        edit = await self.fix_edit(buffer, lint, index)
+        if edit is None:
+            return None
         if self.resolve_edits:
             action.data = {"uri": buffer.uri, "version": buffer.version, "fix": index}
             return action
-        action.edit = await self.fix_edit(buffer, lint, index)
-        return action if action.edit is not None else None
+        action.edit = edit
+        return action
 
     async def fix_edit(self, buffer: Buffer, lint: Lint, index: int) -> lsp.WorkspaceEdit | None:
         loop = asyncio.get_running_loop()
@@ -456,7 +469,7 @@ def build_server() -> CglintServer:
             fixes = [await ls.quick_fix(buffer, lint, i) for i in here]
             noqas = [ls.suppress(buffer, lint, i) for i in here]
             actions += [a for a in fixes + noqas if a is not None]
-        if _wanted(FIX_ALL_KIND, only) and any(d.fix is not None and d.fix.safe for d in lint.result.diagnostics):
+        if _wanted(FIX_ALL_KIND, only) and any(d.is_fixable(unsafe=False) for d in lint.result.diagnostics):
             action = lsp.CodeAction(title="cglint: fix all safely fixable problems", kind=FIX_ALL_KIND,
                                     data={"uri": buffer.uri, "version": buffer.version})
             if not ls.resolve_edits:

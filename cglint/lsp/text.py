@@ -8,9 +8,7 @@ cglint's diagnostics count code points, so every position crosses `LineIndex`.
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 from bisect import bisect_right
 from dataclasses import dataclass
 
@@ -125,40 +123,9 @@ def line_edit(old: str, new: str) -> tuple[int, int, str] | None:
 
 
 def noqa_edit(source: str, line: int, code: str) -> tuple[int, int, str] | None:
-    """The edit adding `code` to the `# noqa` of 1-based `line`: (start column, end column,
-    replacement) in code points of that line, merging into an existing `# noqa: ...`, or None
-    where a comment cannot go (the line continues with a backslash or ends inside a string) or
-    the code is already suppressed."""
-    index = LineIndex(source)
-    text = index.line(line - 1)
-    existing = noqa.suppressions(text)
-    if existing is not None:
-        if existing is noqa.ALL or code in existing:
-            return None
-        match = noqa._NOQA.search(text, text.index("#"))
-        assert match is not None and match.group("codes")
-        end = match.end("codes")
-        return end, end, f", {code}"
-    if not _comment_fits(source, line):
-        return None
-    stripped = len(text.rstrip())
-    return stripped, len(text), f"  # noqa: {code}"
-
-
-def _comment_fits(source: str, line: int) -> bool:
-    """True when a comment appended to 1-based `line` ends up as a comment: the line's end is
-    outside any string and not after a line-continuation backslash."""
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if tok.type in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT) and tok.start[0] == line:
-                return True
-            if tok.start[0] > line:
-                return False
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        pass
-    # An untokenizable buffer: fall back to the visible cases.
-    text = LineIndex(source).line(line - 1)
-    return not text.rstrip().endswith("\\") and text.count('"""') % 2 == 0 and text.count("'''") % 2 == 0
+    """The edit adding `code` to the `# noqa` of 1-based `line`: `cglint.noqa.noqa_edit`, the
+    one place `--add-noqa` and the editor write a `# noqa`."""
+    return noqa.noqa_edit(source, line, [code])
 
 
 def noqa_code_at(line_text: str, column: int) -> tuple[str, int, int] | None:

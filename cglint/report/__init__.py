@@ -23,19 +23,21 @@ Formatter = Callable[[list["FileResult"], Optional[Context]], str]
 
 
 def _formatters() -> dict[str, Formatter]:
-    from cglint.report import concise, github, json_format, junit, sarif, text
+    from cglint.report import concise, github, gitlab, json_format, junit, sarif, text
 
     return {
         "text": text.render,
         "concise": concise.render,
-        "json": lambda results, context=None: json_format.render(results, context.runtime if context else None),
+        "json": lambda results, context=None: json_format.render(
+            results, context.runtime if context else None, context.unsafe_fixes if context else False),
         "sarif": sarif.render,
         "github": github.render,
         "junit": junit.render,
+        "gitlab": gitlab.render,
     }
 
 
-FORMAT_NAMES = ("text", "concise", "json", "sarif", "github", "junit")
+FORMAT_NAMES = ("text", "concise", "json", "sarif", "github", "junit", "gitlab")
 
 
 def render(fmt: str, results: list[FileResult], context: Context | None = None) -> str:

@@ -73,7 +73,8 @@ def _fixes(result: FileResult, d: Diagnostic, artifact: dict[str, Any]) -> list[
          "insertedContent": {"text": e.text}}
         for e in edits
     ]
-    safety = "" if d.fix.safe else " (unsafe: review it)"
+    safety = {"safe": "", "unsafe": " (unsafe: review it)", "display-only": " (suggestion: cglint does not apply it)"}[
+        d.fix.applicability]
     return [{"description": {"text": d.fix.description.replace("`", "") + safety},
              "artifactChanges": [{"artifactLocation": artifact, "replacements": replacements}]}]
 

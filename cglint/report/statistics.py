@@ -16,7 +16,7 @@ def rows(results: list[FileResult], unsafe: bool = False) -> list[dict]:
         for d in r.diagnostics:
             counts[d.code] += 1
             names[d.code] = d.name
-            if d.fix is not None and (d.fix.safe or unsafe):
+            if d.is_fixable(unsafe):
                 fixable[d.code] += 1
     ordered = sorted(counts, key=lambda c: (-counts[c], c))
     return [{"code": c, "name": names[c], "count": counts[c], "fixable": fixable[c] > 0} for c in ordered]

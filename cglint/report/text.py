@@ -22,7 +22,7 @@ def render(results: list[FileResult], context=None) -> str:
         lines = split_lines(result.source)  # Python's line breaks, as the positions count them
         for d in result.diagnostics:
             total += 1
-            star = " [*]" if d.fix is not None and (d.fix.safe or unsafe) else ""
+            star = " [*]" if d.is_fixable(unsafe) else ""
             out.append(f"{d.path}:{d.line}:{d.column}: {d.code}{star} {d.message}")
             out.extend(_frame(d, lines))
             if d.runtime is not None:
@@ -53,8 +53,8 @@ def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False) -> 
         lines = [f"Found {_plural(total, 'problem')} in {_plural(files_with, 'file')}."]
     else:
         return [f"All checks passed ({_plural(len(results), 'file')} checked)."]
-    fixable = sum(1 for d in diags if d.fix is not None and (d.fix.safe or unsafe))
-    hidden = sum(1 for d in diags if d.fix is not None and not d.fix.safe and not unsafe)
+    fixable = sum(1 for d in diags if d.is_fixable(unsafe))
+    hidden = 0 if unsafe else sum(1 for d in diags if d.is_fixable(True) and not d.is_fixable(False))
     hint = f"{_plural(hidden, 'hidden fix')} can be enabled with the `--unsafe-fixes` option" if hidden else ""
     if fixable:
         lines.append(f"[*] {fixable} fixable with the `--fix` option" + (f" ({hint})." if hint else "."))

@@ -17,6 +17,12 @@ import os
 import sys
 from pathlib import Path
 
+from .report import GradientReport
+
+
+def skipped(detail: str, seed: int) -> dict:
+    return GradientReport.skipped(detail, seed).to_dict()
+
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
@@ -90,8 +96,7 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
     name = request["function"]
     fn, why = lookup(module, name)
     if fn is None:
-        return {"verdict": "skipped", "reference": None, "max_rel_error": None, "detail": why,
-                "seed": seed, "args": []}
+        return skipped(why, seed)
     params = _params(fn)
     spec_text = request.get("inputs")
     try:
@@ -105,12 +110,10 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
                     inputs = candidate
                     break
             if inputs is None:
-                return {"verdict": "skipped", "reference": None, "max_rel_error": None,
-                        "detail": f"no inputs could be built: the forward failed on all "
-                                  f"{len(tried)} candidate shapes", "seed": seed, "args": []}
+                return skipped(f"no inputs could be built: the forward failed on all "
+                               f"{len(tried)} candidate shapes", seed)
     except SpecError as e:
-        return {"verdict": "skipped", "reference": None, "max_rel_error": None,
-                "detail": f"bad input spec: {e}", "seed": seed, "args": []}
+        return skipped(f"bad input spec: {e}", seed)
     report = check_gradient(fn, *inputs, seed=seed, rtol=request.get("rtol"),
                             atol=request.get("atol"), probes=request.get("probes", 3),
                             intentional=bool(request.get("intentional", False)))
@@ -140,9 +143,7 @@ def main(argv: list[str]) -> int:
         try:
             result = check_one(module, source, req, seed)
         except BaseException as e:
-            result = {"verdict": "skipped", "reference": None, "max_rel_error": None,
-                      "detail": f"the check itself failed: {_reason(e)}", "seed": seed,
-                      "args": []}
+            result = skipped(f"the check itself failed: {_reason(e)}", seed)
         emit({"index": i, "result": result})
     return 0
 

@@ -53,6 +53,9 @@ class GradientReport:
     seed: int = 0
     args: list[ArgResult] = field(default_factory=list)
     function: str = ""
+    # Verdict per way of differentiating that was checked: "eager", "tf.function", and when
+    # they ran "forward" (JVP) and "second-order". Empty when nothing ran.
+    modes: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -70,7 +73,13 @@ class GradientReport:
             "detail": self.detail,
             "seed": self.seed,
             "args": [a.to_dict() for a in self.args],
+            **({"modes": dict(self.modes)} if self.modes else {}),
         }
+
+    @classmethod
+    def skipped(cls, detail: str, seed: int = 0, function: str = "") -> "GradientReport":
+        """The one way to say a function was not checked, and why."""
+        return cls(verdict="skipped", detail=detail, seed=seed, function=function)
 
     def __str__(self) -> str:
         name = f"{self.function}: " if self.function else ""

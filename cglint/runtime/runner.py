@@ -14,12 +14,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .report import GradientReport
+
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _skipped(detail: str, seed: int) -> dict:
-    return {"verdict": "skipped", "reference": None, "max_rel_error": None, "detail": detail,
-            "seed": seed, "args": []}
+    return GradientReport.skipped(detail, seed).to_dict()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

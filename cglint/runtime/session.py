@@ -14,6 +14,7 @@ from typing import Callable
 
 from cglint.diagnostics import FileResult
 from cglint.runtime.plan import Planned, plan_file
+from cglint.runtime.report import GradientReport
 from cglint.runtime.runner import run_module_checks
 
 # What a verdict means for a static finding, in the words the text output uses.
@@ -55,8 +56,7 @@ def run_runtime(
         by_plan = dict(zip(map(id, reachable), verdicts))
         pairs = []
         for p in planned:
-            verdict = by_plan.get(id(p)) or {"verdict": "skipped", "reference": None, "max_rel_error": None,
-                                            "detail": p.skip}
+            verdict = by_plan.get(id(p)) or GradientReport.skipped(p.skip or "not checked").to_dict()
             pairs.append((p, verdict))
         return pairs
 

@@ -165,13 +165,23 @@ def test_callable_instead_of_list_and_counts_are_errors():
     assert r.verdict == "error" and "takes 1 positional argument but 2 were given" in r.detail
 
 
-def test_wrong_gradient_shape_is_error():
+def test_collapsed_gradient_is_mismatch_with_both_shapes_and_unbroadcastable_is_error():
+    # TensorFlow silently broadcasts a scalar gradient for a (3,) input: a wrong gradient.
     @tf.custom_gradient
     def f(x):
         return tf.sin(x), lambda u: tf.reduce_sum(u * tf.cos(x))
 
     r = check_gradient(f, tf.constant([1.0, 2.0, 3.0]))
-    assert r.verdict == "error" and "shape" in r.detail
+    assert r.verdict == "mismatch", r.detail
+    assert r.detail.startswith("d/x has shape () but x has shape (3,): a broadcast-collapsed")
+
+    @tf.custom_gradient
+    def g(x):
+        return tf.sin(x), lambda u: tf.transpose(u * tf.cos(x))
+
+    r = check_gradient(g, tf.ones([2, 3]))
+    assert r.verdict == "error"
+    assert r.detail == "the gradient for x has shape (3, 2) but x has shape (2, 3)"
 
 
 def test_log1pexp_at_100_matches_finite_differences():
