@@ -155,8 +155,8 @@ def analysis_text(text: str, tree: ast.Module) -> str:
         return text
     out = []
     last = 0
-    for start, end in sorted(spans):
-        if start < last:  # inside a stub already taken
+    for start, end in sorted(spans, key=lambda span: (span[0], -span[1])):
+        if start < last:  # inside a stub already taken (the outermost one wins)
             continue
         out.append(text[last:start])
         out.append(_stub(text[start:end]))
