@@ -550,11 +550,14 @@ class ModuleModel:
     def names_in_use(self) -> set[str]:
         """Every name bound, read or imported anywhere in the module: a fixer introducing a
         name picks one outside this set, so it can shadow nothing."""
-        names = set(self.imports)
-        for scope in self.root.walk():
-            names.update(scope.bindings)
-            names.update(n.value for n in scope.reads)
-        return names
+        names = self.__dict__.get("_names_in_use")  # once per module: fixers ask once per site
+        if names is None:
+            names = set(self.imports)
+            for scope in self.root.walk():
+                names.update(scope.bindings)
+                names.update(n.value for n in scope.reads)
+            self.__dict__["_names_in_use"] = names
+        return set(names)
 
 
     def site_for_function(self, node: cst.CSTNode) -> GradientSite | None:

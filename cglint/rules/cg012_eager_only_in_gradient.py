@@ -261,12 +261,11 @@ def tiled(x, reps: Tuple[int, int]):
     def _runs_eagerly(site: GradientSite) -> bool:
         """A function handed to `tf.py_function` / `tf.numpy_function` always runs eagerly."""
         model = site.model
-        for call, scope in model.all_calls:
-            if model.qualname(call.func) in _EAGER_WRAPPERS and any(
-                site.is_named_by(a.value, scope) for a in call.args
-            ):
-                return True
-        return False
+        wrapped = model.__dict__.get("_cg012_eager_calls")  # once per module, not once per site
+        if wrapped is None:
+            wrapped = [(call, scope) for call, scope in model.all_calls if model.qualname(call.func) in _EAGER_WRAPPERS]
+            model.__dict__["_cg012_eager_calls"] = wrapped
+        return any(site.is_named_by(a.value, scope) for call, scope in wrapped for a in call.args)
 
     @staticmethod
     def _eager_helpers(site: GradientSite) -> set:
