@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--diff", action="store_true", help="print the fixes as a unified diff and write nothing")
     fix.add_argument("--show-fixes", action="store_true", help="with --fix or --diff: list the fixes per file and rule")
     fix.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for every current finding")
+    fix.add_argument("--report-unused-noqa", action="store_true",
+                     help="report `# noqa` codes that suppress nothing (CG100; --fix removes them)")
     out = p.add_argument_group("output")
     out.add_argument("--output-format", choices=FORMAT_NAMES, default="text")
     out.add_argument("--output-file", metavar="PATH", help="write the report to PATH (atomically) instead of stdout")
@@ -92,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         from cglint.lsp import main as lsp_main
 
         return lsp_main(argv[1:])
+    if argv[:1] == ["trace"]:  # `cglint trace -- COMMAND`; a path named `trace` is `./trace`
+        from cglint.trace.command import main as trace_main
+
+        try:
+            return trace_main(argv[1:])
+        except KeyboardInterrupt:
+            return EXIT_ERROR
     try:
         return _run(argv)
     except KeyboardInterrupt:
@@ -121,7 +130,9 @@ def _run(argv: list[str] | None) -> int:
     from cglint.rules import RULES_BY_CODE
 
     if args.explain:
-        rule = RULES_BY_CODE.get(args.explain.strip().upper())
+        from cglint.rules.cg100_unused_noqa import UnusedNoqa
+
+        rule = {**RULES_BY_CODE, UnusedNoqa.code: UnusedNoqa}.get(args.explain.strip().upper())
         if rule is None:
             return _fail(f"unknown rule code: {args.explain!r} (see --list-rules)")
         sys.stdout.write(rule.documentation())
@@ -157,7 +168,8 @@ def _run(argv: list[str] | None) -> int:
         return _run_stdin(args, settings)
 
     if args.runtime and importlib.util.find_spec("tensorflow") is None:  # children run in this interpreter
-        return _fail("--runtime needs TensorFlow in this environment: pip install 'cglint[runtime]'")
+        return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours): "
+                     "pip install tensorflow, or tensorflow-cpu")
     fixing = args.fix or args.diff
     # SARIF and JSON carry fixes as text replacements, which need the full tree; otherwise
     # libcst parses only the statements that matter (engine.lint_source, `reduce`).
@@ -171,7 +183,7 @@ def _run(argv: list[str] | None) -> int:
     shown: list[tuple[str, list[tuple[str, str]]]] = []  # --show-fixes: (path, [(code, name)])
     for path in files.discover(paths, settings.is_excluded, settings.force_exclude):
         try:
-            rules = settings.rules_for(path)
+            rules = _with_unused_noqa(settings.rules_for(path), args)
             if fixing:
                 outcome = _fix_one(path, rules, args)
                 if outcome.not_written:
@@ -214,6 +226,15 @@ def _run(argv: list[str] | None) -> int:
     else:
         status = _report(args, settings, results, fixed)
     return EXIT_ERROR if failed_paths else status
+
+
+def _with_unused_noqa(rules, args):
+    """--report-unused-noqa: CG100 joins the rules (the engine runs it after the others)."""
+    if not args.report_unused_noqa:
+        return rules
+    from cglint.rules.cg100_unused_noqa import UnusedNoqa
+
+    return [*rules, UnusedNoqa]
 
 
 def _show_fixes(shown, would: bool, to_stdout: bool) -> None:
@@ -361,7 +382,7 @@ def _run_stdin(args, settings) -> int:
         if args.fix:
             sys.stdout.write(source)
         return EXIT_CLEAN
-    rules = settings.rules_for(name) if args.stdin_filename else settings.rules
+    rules = _with_unused_noqa(settings.rules_for(name) if args.stdin_filename else settings.rules, args)
     try:
         if args.fix or args.diff:
             outcome = fix.fix_source(source, name, rules, unsafe=args.unsafe_fixes)

@@ -14,6 +14,7 @@ from cglint.diagnostics import Diagnostic, FileResult, Finding
 from cglint.model import ModuleModel
 from cglint.rules import ALL_RULES, Rule
 from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+from cglint.rules.cg100_unused_noqa import UnusedNoqa
 
 
 class InternalError(RuntimeError):
@@ -30,6 +31,10 @@ def lint_source(
     `apply_noqa=False` keeps what line `# noqa` comments suppress, for hosts that apply their
     own (flake8)."""
     rules = list(rules)
+    # --report-unused-noqa judges every `# noqa` comment: such files are parsed in full.
+    unused_noqa = apply_noqa and UnusedNoqa in rules and noqa.mentions_noqa(source)
+    if unused_noqa:
+        prefilter = reduce = False
     if prefilter and not files.may_hold_site(source):
         return FileResult(path, source, [], parsed=False)
     # Python's parser decides what is a syntax error, and guards libcst against nesting that
@@ -88,6 +93,10 @@ def lint_source(
             diag.fix = finding.fix
             diags.append(diag)
     kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+    if unused_noqa:
+        from cglint.rules import cg100_unused_noqa
+
+        kept = _sorted(kept + cg100_unused_noqa.diagnostics(path, source, module, diags, rules))
     return FileResult(path, source, kept, parsed=True, module=None if reduced else module, model=model,
                       warnings=warnings)
 
@@ -146,7 +155,7 @@ def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int,
 def _unsuppressed(diags: list[Diagnostic], source: str) -> tuple[list[Diagnostic], list[str]]:
     from cglint.rules import RULES_BY_CODE
 
-    return noqa.apply(diags, source, RULES_BY_CODE)
+    return noqa.apply(diags, source, {*RULES_BY_CODE, UnusedNoqa.code})
 
 
 def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:

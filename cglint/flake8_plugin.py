@@ -4,8 +4,9 @@
 on the lines flake8 has already read (so stdin and coding cookies work as flake8 handles them;
 the file is not read again). flake8 applies line `# noqa` comments itself, so the engine's
 line filter is off here: a code is neither suppressed twice nor dropped when flake8 runs
-with `--disable-noqa`. cglint's file-level `# cglint: noqa` is applied here, as flake8 does
-not know it.
+with `--disable-noqa`. cglint's own directives, file-level `# cglint: noqa` and the
+`# cglint: disable=...` blocks, are applied here by the CLI's suppression code
+(`noqa.apply(..., line_noqa=False)`), as flake8 does not know them.
 
 flake8 hands an `ast` tree over as well; it is unused (cglint works on libcst's tree), but
 asking for it is what makes flake8 treat this as a tree plugin. A file flake8 cannot parse
@@ -38,11 +39,9 @@ class Plugin:
 
         source = "".join(self.lines)
         result = engine.lint_source(source, self.filename, self._rules(), reduce=True, apply_noqa=False)
-        # flake8 knows line `# noqa` comments, not cglint's file-level `# cglint: noqa[: CODES]`.
-        silenced = noqa.file_suppressions(source)[0] if result.diagnostics else None
-        for d in result.diagnostics:
-            if silenced is not None and (silenced is noqa.ALL or d.code in silenced):
-                continue
+        # flake8 knows line `# noqa` comments, not cglint's own directives.
+        kept, _ = noqa.apply(result.diagnostics, source, (), line_noqa=False) if result.diagnostics else ([], [])
+        for d in kept:
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
 
     def _rules(self) -> Any:

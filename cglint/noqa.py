@@ -5,6 +5,11 @@
 - `# cglint: noqa` on a line of its own silences the whole file; `# cglint: noqa: CG005`
   silences those codes in the whole file. (`# flake8: noqa` is flake8's business: it does
   not silence cglint.)
+- `# cglint: disable=CG005, CG002` on a line of its own silences those codes from there to a
+  `# cglint: enable=CG005` (or the end of the file); at the end of a `def` line (or of the
+  last line of its signature) it silences them in that whole function, decorators included;
+  at the end of any other line, on that line. `disable=all` / `enable=all` for every code.
+- `unused_noqa()` says which `# noqa: CODES` codes suppress nothing (`--report-unused-noqa`).
 - Codes of other tools (`# noqa: E501, CG005`) are left to them. An unknown `CG` code is
   warned about and ignored, as ruff does: `# noqa: CG999` silences nothing.
 - `noqa_edit()` is the one way a `# noqa` is written: `--add-noqa` (`add_noqa()`, for every
@@ -26,8 +31,15 @@ _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>" + _CODES + r"))?", re.IGNORECASE
 _FILE_NOQA = re.compile(r"^[ \t\f]*#\s*cglint\s*:\s*noqa\b(?P<rest>.*)$", re.IGNORECASE | re.MULTILINE)
 _FILE_CODES = re.compile(r"\s*(?::\s*(?P<codes>" + _CODES + r"))?\s*\Z")
 _ANY_NOQA = re.compile("noqa", re.IGNORECASE)
+_BLOCK = re.compile(r"#\s*cglint\s*:\s*(?P<verb>disable|enable)\b\s*(?:=\s*(?P<codes>[A-Za-z0-9_\s,]*))?",
+                    re.IGNORECASE)
+_ANY_BLOCK = re.compile(r"cglint\s*:\s*(?:disable|enable)", re.IGNORECASE)
 ALL = frozenset({"*"})
 OWN_PREFIX = "CG"
+
+
+def mentions_noqa(source: str) -> bool:
+    return _ANY_NOQA.search(source) is not None
 
 
 def suppressions(line: str) -> frozenset[str] | None:
@@ -92,18 +104,113 @@ def _comment_lines(source: str) -> set[int]:
     return lines
 
 
-def apply(diags: list[Diagnostic], source: str, known: Iterable[str]) -> tuple[list[Diagnostic], list[str]]:
+# ---- `# cglint: disable=...` / `# cglint: enable=...` -----------------------------------
+
+
+def block_suppressions(source: str) -> tuple[list[tuple[int, int, frozenset[str]]], list[tuple[int, str]]]:
+    """The spans (first line, last line, codes; ALL for every code) that `# cglint: disable`
+    comments silence, and (line, problem) for malformed ones."""
+    if not _ANY_BLOCK.search(source):
+        return [], []
+    lines = split_lines(source)
+    comments = _comment_tokens(source)
+    open_: dict[str, int] = {}  # code (or "*") -> line its own-line `disable` opened at
+    spans: list[tuple[int, int, frozenset[str]]] = []
+    problems: list[tuple[int, str]] = []
+    functions = None
+    for number in sorted(comments):
+        match = _BLOCK.search(comments[number])
+        if match is None:
+            continue
+        raw = (match.group("codes") or "").strip()
+        codes = ALL if raw.lower() == "all" else frozenset(_split(raw))
+        if not codes:
+            problems.append((number, f"`# cglint: {match.group('verb').lower()}` needs codes (`=CG005, CG002` or "
+                                     "`=all`), ignored"))
+            continue
+        text = lines[number - 1] if number <= len(lines) else ""
+        own_line = text.lstrip().startswith("#")
+        keys = ["*"] if codes is ALL else sorted(codes)
+        if match.group("verb").lower() == "enable":
+            for key in (list(open_) if codes is ALL else keys):
+                if key in open_:
+                    start = open_.pop(key)
+                    spans.append((start, number, ALL if key == "*" else frozenset([key])))
+            continue
+        if own_line:
+            for key in keys:
+                open_.setdefault(key, number)
+            continue
+        if functions is None:
+            functions = _function_spans(source)
+        start, end = functions.get(number, (number, number))
+        spans.append((start, end, codes))
+    end_of_file = len(lines) + 1
+    spans += [(start, end_of_file, ALL if key == "*" else frozenset([key])) for key, start in open_.items()]
+    return spans, problems
+
+
+def _comment_tokens(source: str) -> dict[int, str]:
+    """Line -> text of the comment on it (tokenized, so `#` inside strings does not count)."""
+    out: dict[int, str] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):
+            if tok.type == tokenize.COMMENT:
+                out[tok.start[0]] = tok.string
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return out
+
+
+def _function_spans(source: str) -> dict[int, tuple[int, int]]:
+    """Each line of a `def` signature (the `def` line through the line before its body) ->
+    the function's first line (its first decorator) and last line."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    out: dict[int, tuple[int, int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            body_start = node.body[0].lineno
+            span = (first, node.end_lineno or node.lineno)
+            for line in range(node.lineno, max(body_start, node.lineno + 1)):
+                out.setdefault(line, span)
+            if body_start == node.lineno:  # `def f(x): return x` on one line
+                out.setdefault(node.lineno, span)
+    return out
+
+
+def _in_blocks(d: Diagnostic, spans: list[tuple[int, int, frozenset[str]]]) -> bool:
+    return any(start <= d.line <= end and (codes is ALL or d.code in codes) for start, end, codes in spans)
+
+
+# ---- applying them -------------------------------------------------------------------------
+
+
+def apply(diags: list[Diagnostic], source: str, known: Iterable[str], line_noqa: bool = True
+          ) -> tuple[list[Diagnostic], list[str]]:
     """Drop suppressed diagnostics; return the rest (sorted) and warnings
-    (`line: text`) about unknown codes and malformed directives."""
+    (`line: text`) about unknown codes and malformed directives. `line_noqa=False` leaves
+    line `# noqa` comments to the host (flake8 applies them itself); file-level and block
+    directives still apply: the one suppression path for the CLI, the editor and flake8."""
     known = set(known)
     warnings: list[str] = []
     file_level, problems = file_suppressions(source)
     warnings += [f"{line}: {text}" for line, text in problems]
+    blocks, problems = block_suppressions(source)
+    warnings += [f"{line}: {text}" for line, text in problems]
+    for _, _, codes in blocks:
+        for code in sorted(c for c in codes if codes is not ALL and c.startswith(OWN_PREFIX) and c not in known):
+            warnings.append(f"unknown rule code {code!r} in `# cglint: disable`, ignored")
     if file_level is not None and file_level is not ALL:
         for code in sorted(c for c in file_level if c.startswith(OWN_PREFIX) and c not in known):
             warnings.append(f"unknown rule code {code!r} in `# cglint: noqa`, ignored")
     lines = split_lines(source)
-    if _ANY_NOQA.search(source):
+    if line_noqa and _ANY_NOQA.search(source):
         for number, text in enumerate(lines, 1):
             codes = suppressions(text)
             if codes and codes is not ALL:
@@ -115,10 +222,57 @@ def apply(diags: list[Diagnostic], source: str, known: Iterable[str]) -> tuple[l
     for d in diags:
         if file_level is ALL or (file_level is not None and d.code in file_level):
             continue
-        if d.line <= len(lines) and is_suppressed(lines[d.line - 1], d.code):
+        if line_noqa and d.line <= len(lines) and is_suppressed(lines[d.line - 1], d.code):
+            continue
+        if blocks and _in_blocks(d, blocks):
             continue
         kept.append(d)
-    return sorted(kept, key=lambda d: (d.line, d.column, d.code)), warnings
+    return sorted(kept, key=lambda d: (d.line, d.column, d.code)), sorted(set(warnings), key=warnings.index)
+
+
+def unused_noqa(source: str, diags: Iterable[Diagnostic], checked: Iterable[str], known: Iterable[str]
+                ) -> list[tuple[int, list[str], list[str]]]:
+    """`# noqa: CODES` codes that suppress nothing, as ruff's RUF100: (line, unused codes,
+    unknown codes) for each line with some. `diags` are the findings before suppression;
+    only codes of rules that ran (`checked`) can be unused, and unknown `CG` codes always are.
+    A bare `# noqa` and other tools' codes are not cglint's to judge."""
+    if not _ANY_NOQA.search(source):
+        return []
+    checked, known = set(checked), set(known)
+    found: dict[int, set[str]] = {}
+    for d in diags:
+        found.setdefault(d.line, set()).add(d.code)
+    comments = _comment_tokens(source)
+    out = []
+    for number, comment in sorted(comments.items()):
+        codes = suppressions(comment)
+        if not codes or codes is ALL:
+            continue
+        here = found.get(number, set())
+        unused = [c for c in _ordered(comment) if c in checked and c not in here]
+        unknown = [c for c in _ordered(comment) if c.startswith(OWN_PREFIX) and c not in known]
+        if unused or unknown:
+            out.append((number, unused, unknown))
+    return out
+
+
+def _ordered(comment: str) -> list[str]:
+    match = _NOQA.search(comment)
+    return list(dict.fromkeys(_split(match.group("codes")))) if match and match.group("codes") else []
+
+
+def without_codes(comment: str, drop: Iterable[str]) -> str:
+    """The comment with `drop` removed from its `# noqa: ...` (the whole `# noqa` when no
+    code is left); '' when nothing of the comment remains."""
+    drop = {c.upper() for c in drop}
+    match = _NOQA.search(comment)
+    if match is None or not match.group("codes"):
+        return comment
+    kept = [c for c in re.split(r"[\s,]+", match.group("codes")) if c and c.upper() not in drop]
+    before, after = comment[:match.start()], comment[match.end():]
+    middle = f"# noqa: {', '.join(kept)}" if kept else ""
+    text = (before.rstrip() + ("  " if before.strip() and middle else "") + middle + after).rstrip()
+    return text if text.strip() not in ("", "#") else ""
 
 
 # ---- --add-noqa ----------------------------------------------------------------------------
@@ -157,7 +311,7 @@ def noqa_edit(source: str, line: int, codes: Iterable[str], blocked: set[int] | 
     `# noqa: ...` (its codes, other tools' included, stay first). None when nothing is needed
     (a bare `# noqa`, or every code listed already) or where a comment cannot go (the line ends
     inside a string or continues with a backslash)."""
-    lines = source.splitlines(keepends=True) if lines is None else lines
+    lines = split_lines(source, keepends=True) if lines is None else lines
     if not 1 <= line <= len(lines):
         return None
     if blocked is None:

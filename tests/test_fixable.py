@@ -183,3 +183,30 @@ def test_show_fixes_with_diff_says_would_fix_on_stderr(tmp_path):
     assert run.returncode == 1 and run.stdout.startswith("--- a/ops.py")
     assert "Would fix 1 problem:\n- ops.py:\n    1 × CG001 (nested-tf-function)\n" in run.stderr
     assert (tmp_path / "ops.py").read_text() == SEED.read_text()
+
+
+# ---- the runtime extra -----------------------------------------------------------------------
+
+
+def test_runtime_extra_installs_no_tensorflow_and_ci_keeps_the_cpu_wheel():
+    import tomllib
+
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert not [r for r in extras["runtime"] if r.lower().startswith(("tensorflow", "tf-", "tf_"))]
+    assert "cglint[runtime-cpu]" in extras["test"]
+    assert any(r.startswith("tensorflow-cpu") for r in extras["runtime-cpu"])
+
+
+def test_runtime_without_tensorflow_is_a_one_line_error(monkeypatch, capsys, tmp_path):
+    import importlib.util
+
+    from cglint import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
+    (tmp_path / "ops.py").write_text(SEED.read_text())
+    assert cli.main(["--runtime", str(tmp_path / "ops.py")]) == 2
+    err = capsys.readouterr().err
+    assert err == ("cglint: error: --runtime needs TensorFlow in this environment (cglint installs none, to keep "
+                   "yours): pip install tensorflow, or tensorflow-cpu\n")

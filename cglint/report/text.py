@@ -33,6 +33,8 @@ def render(results: list[FileResult], context=None) -> str:
         for r in runtime:
             against = f" vs {r['reference']}" if r.get("reference") else ""
             out.append(f"  {r['path']}:{r['line']}: {r['function']}: {r['verdict']}{against}: {r.get('detail') or ''}")
+            if r.get("checked"):  # `cglint trace`: how the function was checked
+                out.append(f"      ({r['checked']})")
         out.append("")
     out.extend(summary(results, fixed, unsafe))
     return "\n".join(out) + "\n"

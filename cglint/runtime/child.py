@@ -32,6 +32,46 @@ def _reason(exc: BaseException) -> str:
     return text if len(text) <= 240 else text[:237] + "..."
 
 
+_CG_FILE = os.path.join("tensorflow", "python", "ops", "custom_gradient.py")
+
+
+def _functions_in_traceback(exc: BaseException, path: str) -> list[int]:
+    """First lines (`co_firstlineno`) of the module's functions an import-time traceback passes
+    through: its own frames (a forward or grad fn that raised), and the functions TensorFlow's
+    custom-gradient machinery was running for (`f`, `grad_fn` in custom_gradient.py's frames,
+    e.g. for "custom_gradient function expected to return 2 gradients"). The parent maps each
+    line to the custom-gradient function whose source contains it."""
+    target = os.path.realpath(path)
+    lines: list[int] = []
+    seen: set[int] = set()
+    for e in (exc, exc.__cause__, exc.__context__):
+        tb = e.__traceback__ if e is not None else None
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            found = []
+            if code.co_filename.endswith(_CG_FILE):
+                for value in list(tb.tb_frame.f_locals.values()):
+                    fn = getattr(value, "__func__", value)
+                    inner = getattr(fn, "__code__", None)
+                    if inner is not None:
+                        found.append(inner)
+            elif code.co_name != "<module>":
+                found.append(code)
+            for c in found:
+                if os.path.realpath(c.co_filename) == target and c.co_firstlineno not in seen:
+                    seen.add(c.co_firstlineno)
+                    lines.append(c.co_firstlineno)
+            tb = tb.tb_next
+    return lines
+
+
+def _message(exc: BaseException) -> str:
+    """TensorFlow's message on one line, variable reprs shortened to their names."""
+    from .check import _first_line
+
+    return _first_line(exc, limit=300)
+
+
 def import_by_path(path: str):
     """Imports a module from its file path. Inside a package (directories with __init__.py)
     it is imported under its dotted name so relative imports work."""
@@ -136,7 +176,14 @@ def main(argv: list[str]) -> int:
         source = Path(path).read_text(encoding="utf-8", errors="replace")
         module = import_by_path(path)
     except BaseException as e:  # SystemExit and KeyboardInterrupt included: report, don't die
-        emit({"import_failed": _reason(e)})
+        failure = {"import_failed": _reason(e)}
+        try:
+            raised_in = _functions_in_traceback(e, path)
+            if raised_in:
+                failure.update(raised_in=raised_in, message=_message(e))
+        except BaseException:
+            pass
+        emit(failure)
         return 0
     emit({"imported": True})
     for i, req in enumerate(request["functions"]):

@@ -39,6 +39,7 @@ class Planned:
     request: dict  # for cglint.runtime.runner.run_module_checks
     diagnostics: list[Diagnostic] = field(default_factory=list)
     skip: str | None = None  # set when no child process could reach it
+    end: int = 0  # the forward's last line (import-failure attribution spans [line, end])
 
 
 def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
@@ -69,7 +70,7 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             request["intentional"] = True
         name, skip = _import_name(model, site)
         request["function"] = name
-        planned.append(Planned(site, start, request, mine, skip))
+        planned.append(Planned(site, start, request, mine, skip, end))
     return planned
 
 

@@ -75,7 +75,8 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
                 events.append(json.loads(line))
             except json.JSONDecodeError:
                 pass  # a line cut short by a crash
-    import_failed = next((e["import_failed"] for e in events if "import_failed" in e), None)
+    failure_event = next((e for e in events if "import_failed" in e), {})
+    import_failed = failure_event.get("import_failed")
     done = {e["index"]: e["result"] for e in events if "index" in e}
     out = []
     for i, f in enumerate(functions):
@@ -83,6 +84,8 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
             result = done[i]
         elif import_failed is not None:
             result = _skipped(f"import failed: {import_failed}", seed)
+            if failure_event.get("raised_in"):  # the session attributes it (session._attribute)
+                result.update(raised_in=failure_event["raised_in"], message=failure_event["message"])
         else:
             result = _skipped(failure or "no result from the child", seed)
         out.append({**f, "path": module_path, **result})

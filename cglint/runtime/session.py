@@ -33,12 +33,14 @@ def run_runtime(
     results: list[FileResult],
     everything: bool = False,
     timeout: float = 120.0,
-    progress: Callable[[str], None] | None = None,
+    progress: "ModuleProgress | Callable[[str], None] | None" = None,
     tolerances: dict | None = None,
 ) -> list[dict]:
     """Checks the flagged functions (every site with `everything`) and returns the top-level
     `runtime` list; each diagnostic of a checked function gets its `runtime` summary.
-    `tolerances` (`rtol`, `atol`, `probes` from `[tool.cglint.runtime]`) go to every check."""
+    `tolerances` (`rtol`, `atol`, `probes` from `[tool.cglint.runtime]`) go to every check.
+    `progress` is a `ModuleProgress` (see `terminal_progress`) or a callable given one line per
+    module checked."""
     jobs: list[tuple[FileResult, list[Planned]]] = []
     for result in results:
         planned = plan_file(result, everything)
@@ -58,22 +60,57 @@ def run_runtime(
         for p in planned:
             verdict = by_plan.get(id(p)) or GradientReport.skipped(p.skip or "not checked").to_dict()
             pairs.append((p, verdict))
-        return pairs
+        return _attribute_import_failure(pairs)
 
+    def checked(job):
+        if display is not None:
+            display.begin(job[0].path)
+        try:
+            return check(job)
+        finally:
+            if display is not None:
+                display.done(job[0].path)
+
+    display = progress if isinstance(progress, ModuleProgress) else None
+    if display is not None:
+        display.start(len(jobs))
     workers = max(1, min(len(jobs), os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for (result, _), pairs in zip(jobs, pool.map(check, jobs)):
-            for planned, verdict in pairs:
-                summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
-                for diag in planned.diagnostics:
-                    diag.runtime = summary
-                out.append({"path": result.path, "function": planned.request["function"], "line": planned.line,
-                            **summary, "inputs": verdict.get("inputs"), "seed": verdict.get("seed"),
-                            "args": verdict.get("args", [])})
-                done += 1
-            if progress is not None:
-                progress(f"runtime: {done}/{total} functions checked ({result.path})")
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            outcomes = list(zip(jobs, pool.map(checked, jobs)))
+    finally:
+        if display is not None:
+            display.stop()
+    for (result, _), pairs in outcomes:
+        for planned, verdict in pairs:
+            summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
+            for diag in planned.diagnostics:
+                diag.runtime = summary
+            out.append({"path": result.path, "function": planned.request["function"], "line": planned.line,
+                        **summary, "inputs": verdict.get("inputs"), "seed": verdict.get("seed"),
+                        "args": verdict.get("args", [])})
+            done += 1
+        if progress is not None and display is None:
+            progress(f"runtime: {done}/{total} functions checked ({result.path})")
     return out
+
+
+def _attribute_import_failure(pairs: list[tuple[Planned, dict]]) -> list[tuple[Planned, dict]]:
+    """An import that failed with a traceback through a custom gradient of the module (its
+    forward or grad fn, or TensorFlow's custom-gradient machinery running for it) confirms that
+    function: `error` with the message, not `skipped: import failed`. The child reports the first
+    lines of the functions in the traceback; each goes to the innermost function containing it."""
+    failure = next((v for _, v in pairs if v.get("raised_in")), None)
+    if failure is None:
+        return pairs
+    blamed: set[int] = set()
+    for line in failure["raised_in"]:
+        around = [p for p, _ in pairs if p.line <= line <= max(p.end, p.line)]
+        if around:
+            blamed.add(id(min(around, key=lambda p: max(p.end, p.line) - p.line)))
+    error = {"verdict": "error", "reference": None, "max_rel_error": None,
+             "detail": f"{failure['message']} (raised while importing the module)", "args": []}
+    return [(p, {**error, "seed": v.get("seed")} if id(p) in blamed else v) for p, v in pairs]
 
 
 def describe(summary: dict) -> str:
@@ -81,8 +118,44 @@ def describe(summary: dict) -> str:
     return f"{VERDICT_WORDS.get(summary['verdict'], summary['verdict'])}: {summary.get('detail') or summary['verdict']}"
 
 
-def terminal_progress(total_hint: int) -> Callable[[str], None] | None:
-    """Progress lines on stderr, only for an interactive terminal and more than a few functions."""
-    if not sys.stderr.isatty() or total_hint <= 3:
+class ModuleProgress:
+    """Progress per module on stderr (rich): done/total, the module(s) being checked, elapsed
+    time. Only made for an interactive terminal (`terminal_progress`); CI logs and pipes get
+    nothing extra. Modules run a few at a time, so every module in flight is named."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.running: list[str] = []
+
+    def start(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(file=self.stream, force_terminal=True)
+        self.bar = Progress(TextColumn("runtime"), BarColumn(), MofNCompleteColumn(), TextColumn("modules"),
+                            TimeElapsedColumn(), TextColumn("{task.fields[module]}"), console=console)
+        self.task = self.bar.add_task("runtime", total=total, module="")
+        self.bar.start()
+
+    def _show(self) -> None:
+        self.bar.update(self.task, module=", ".join(self.running))
+
+    def begin(self, path: str) -> None:
+        self.running.append(path)
+        self._show()
+
+    def done(self, path: str) -> None:
+        if path in self.running:
+            self.running.remove(path)
+        self.bar.update(self.task, advance=1)
+        self._show()
+
+    def stop(self) -> None:
+        self.bar.stop()
+
+
+def terminal_progress(total_hint: int = 0) -> ModuleProgress | None:
+    """A progress display when stderr is an interactive terminal, else None (nothing printed)."""
+    if not sys.stderr.isatty():
         return None
-    return lambda line: print(line, file=sys.stderr, flush=True)
+    return ModuleProgress(sys.stderr)

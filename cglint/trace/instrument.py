@@ -1,0 +1,638 @@
+"""The in-process half of `cglint trace` and `pytest --cglint`: checks custom gradients where the
+user's own code calls them.
+
+Where it hooks in. Every call of a `tf.custom_gradient` function (the decorator, the call form
+`tf.custom_gradient(f)`, closures built inside a Keras layer's `call`, methods — TensorFlow's
+`Bind` has already bound `self` — and `keras.ops.custom_gradient`, which is
+`tf.custom_gradient(f=fun)` on the TensorFlow backend) ends in one of two module-level functions
+of `tensorflow/python/ops/custom_gradient.py`, looked up at call time: `_eager_mode_decorator(f,
+args, kwargs)` or `_graph_mode_decorator(f, args, kwargs)`, with `f` the user's forward and `args`
+the real inputs. Replacing those two names (and `record`, to see the backward functions TensorFlow
+records) catches every form without touching decoration, signatures or descriptors, so what the
+program sees of its functions is unchanged.
+
+What it does there:
+
+- eager call: the first `calls` calls per function and input signature are checked with
+  `cglint.runtime.check.check_gradient` on the real inputs (the variables are the real ones the
+  forward reads), before the real call proceeds;
+- symbolic call (inside `tf.function`, `model.fit`, Keras symbolic building): the signature is
+  recorded; a later eager call of a compatible signature checks it, else it is checked at exit
+  on random inputs of that signature;
+- an exception that TensorFlow's custom-gradient machinery raises for a user function (forward
+  contract, `variables` missing, gradient counts, a grad fn that raises) is recorded as an
+  `error` with TensorFlow's message and re-raised unchanged.
+
+No side effects: a check runs in its own thread (no user tape records it, no graph being built
+captures it, no Keras call context applies), with stdout/stderr silenced at the file-descriptor
+level, variable creation refused, and the RNG state the program can see (TensorFlow's op seeds
+and global generator, NumPy's and Python's global RNGs) saved and restored. Nothing here raises
+into the user's program: a failure of the instrumentation is swallowed.
+
+Events go to a sink (a JSON-lines file per process for `cglint trace`, a list for the pytest
+plugin); `cglint.trace.report` turns them into verdicts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import linecache
+import os
+import random
+import re
+import sys
+import threading
+from typing import Any, Callable
+
+CG_MODULE = "tensorflow.python.ops.custom_gradient"
+_CG_FILE = os.path.join("tensorflow", "python", "ops", "custom_gradient.py")
+_INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
+_VAR_REPR = re.compile(r"<tf\.Variable '([^']*)'.*?>", re.DOTALL)
+_RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
+
+_tracer: "Tracer | None" = None
+
+
+def message_of(exc: BaseException, limit: int = 300) -> str:
+    """TensorFlow's message, one line: `TypeError: @tf.custom_gradient grad_fn must ...`.
+    Errors raised while tracing a tf.function read "in user code: <frames> ... <message>":
+    the message is the last line then."""
+    text = _VAR_REPR.sub(lambda m: repr(m.group(1)), str(exc))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    line = lines[-1] if "in user code:" in text else lines[0]
+    msg = line if line.startswith(type(exc).__name__ + ":") else f"{type(exc).__name__}: {line}"
+    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
+
+
+def _code(f) -> Any:
+    f = getattr(f, "__func__", f)
+    while isinstance(f, functools.partial):
+        f = f.func
+    return getattr(getattr(f, "__func__", f), "__code__", None)
+
+
+_LIBRARIES = ("tensorflow", "keras", "tf_keras")
+_OWN_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def is_library(path: str) -> bool:
+    """Custom gradients of TensorFlow, Keras and cglint itself are not the user's (Keras is
+    often imported after TensorFlow, so this goes by path, not by loaded packages)."""
+    path = os.path.realpath(path)
+    if path.startswith(_OWN_DIR):
+        return True
+    parts = path.split(os.sep)
+    return any(parts[i] in ("site-packages", "dist-packages") and parts[i + 1] in _LIBRARIES
+               for i in range(len(parts) - 1))
+
+
+def _is_tensor(x) -> bool:
+    return hasattr(x, "dtype") and hasattr(x, "shape") and hasattr(getattr(x, "dtype"), "is_floating")
+
+
+def signature(args) -> tuple:
+    """One entry per flattened positional input: (dtype name, shape with None for unknown dims)
+    for tensors and variables, the type name (and value) for Python values."""
+    from tensorflow.python.util import nest
+
+    out = []
+    for x in nest.flatten(args):
+        if _is_tensor(x):
+            try:
+                dims = x.shape.as_list() if x.shape.rank is not None else None
+            except ValueError:
+                dims = None
+            out.append((x.dtype.name, tuple(dims) if dims is not None else None))
+        elif isinstance(x, (bool, int, float)):
+            out.append((type(x).__name__, x))
+        else:
+            out.append((type(x).__name__, None))
+    return tuple(out)
+
+
+def describe_signature(sig: tuple) -> str:
+    parts = []
+    for kind, shape in sig:
+        if isinstance(shape, tuple):
+            parts.append(f"{kind}[{', '.join('None' if d is None else str(d) for d in shape)}]")
+        elif shape is None and kind not in ("bool", "int", "float"):
+            parts.append(f"{kind}[unknown rank]" if kind[:1].islower() and kind not in ("NoneType",) else kind)
+        else:
+            parts.append(f"{kind}({shape!r})")
+    return "(" + ", ".join(parts) + ")"
+
+
+def _compatible(symbolic: tuple, concrete: tuple) -> bool:
+    if len(symbolic) != len(concrete):
+        return False
+    for (k1, s1), (k2, s2) in zip(symbolic, concrete):
+        if k1 != k2:
+            return False
+        if isinstance(s1, tuple) and isinstance(s2, tuple):
+            if len(s1) != len(s2) or any(a is not None and a != b for a, b in zip(s1, s2)):
+                return False
+    return True
+
+
+class _Record:
+    """What the tracer knows of one user function (by code object)."""
+
+    def __init__(self, code, f):
+        self.key = {"path": code.co_filename, "firstlineno": code.co_firstlineno,
+                    "qualname": getattr(code, "co_qualname", code.co_name)}
+        self.intentional = _declared_intentional(code.co_filename, code.co_firstlineno)
+        self.eager: dict[tuple, int] = {}  # signature -> eager calls checked
+        self.symbolic: dict[tuple, dict] = {}  # signature -> {"f", "kwargs", "covered"}
+        self.raised: set[str] = set()
+
+
+def _declared_intentional(path: str, firstlineno: int) -> bool:
+    """`# cglint: intentional` on the def line or in the comments directly above it."""
+    i = firstlineno
+    while i > 0:
+        line = linecache.getline(path, i)
+        if _INTENTIONAL.search(line):
+            return True
+        if i < firstlineno and not line.strip().startswith("#"):
+            return False
+        i -= 1
+    return False
+
+
+class _CreatesVariable(Exception):
+    pass
+
+
+class Tracer:
+    def __init__(self, calls: int = 1):
+        self.calls = max(1, int(calls))
+        self.sinks: list[Callable[[dict], None]] = []
+        self.records: dict[Any, _Record | None] = {}
+        self.local = threading.local()
+        self.lock = threading.RLock()
+        self.finished = False
+        self._atexit = False
+
+    # ------------------------------------------------------------------ events
+    def emit(self, event: dict) -> None:
+        ctx = os.environ.get("PYTEST_CURRENT_TEST")
+        if ctx:
+            event["context"] = ctx.rsplit(" (", 1)[0]
+        for sink in list(self.sinks):
+            try:
+                sink(event)
+            except Exception:
+                pass
+
+    def _record(self, f) -> _Record | None:
+        if getattr(self.local, "busy", False):
+            return None
+        code = _code(f)
+        if code is None:
+            return None
+        try:
+            return self.records[code]
+        except KeyError:
+            pass
+        user = not code.co_filename.startswith("<") and not is_library(code.co_filename)
+        rec = _Record(code, f) if user else None
+        with self.lock:
+            self.records.setdefault(code, rec)
+        return self.records[code]
+
+    # ------------------------------------------------------------------ the entry point
+    def call(self, original, f, args, kwargs, eager: bool):
+        """Everything in one frame, hidden from pytest's tracebacks (`__tracebackhide__`) and
+        taken out of uncaught ones (`_install_excepthook`), so the program's errors read as
+        they do without cglint."""
+        __tracebackhide__ = True  # noqa: F841 - read by pytest
+        rec = self._record(f)
+        if rec is None:
+            return original(f, args, kwargs)
+        try:
+            (self._on_eager if eager else self._on_symbolic)(rec, f, args, kwargs)
+        except Exception:
+            pass
+        stack = self.local.__dict__.setdefault("stack", [])
+        stack.append(rec)
+        try:
+            return original(f, args, kwargs)
+        except Exception as e:
+            tb = e.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            # Only what TensorFlow's machinery raised (the innermost frame is its code): an error
+            # in the forward's own body is the user's bug, not the custom-gradient contract.
+            if tb is not None and tb.tb_frame.f_code.co_filename.endswith(_CG_FILE):
+                self.raised(rec, e, "call")
+            raise
+        finally:
+            stack.pop()
+
+    def wrap_backward(self, backward):
+        stack = getattr(self.local, "stack", None)
+        if not stack or getattr(self.local, "busy", False):
+            return backward
+        rec = stack[-1]
+
+        def backward_noting(*a, **k):
+            __tracebackhide__ = True  # noqa: F841 - read by pytest
+            try:
+                return backward(*a, **k)
+            except Exception as e:
+                self.raised(rec, e, "gradient")
+                raise
+
+        return backward_noting
+
+    def raised(self, rec: _Record, exc: BaseException, where: str) -> None:
+        try:
+            msg = message_of(exc)
+            if msg in rec.raised:
+                return
+            rec.raised.add(msg)
+            self.emit({"event": "raised", "function": rec.key, "where": where, "message": msg})
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ eager and symbolic calls
+    def _on_eager(self, rec: _Record, f, args, kwargs) -> None:
+        sig = signature(args)
+        covers = [s for s, entry in rec.symbolic.items() if not entry["covered"] and _compatible(s, sig)]
+        n = rec.eager.get(sig, 0)
+        if n >= self.calls and not covers:
+            return
+        rec.eager[sig] = n + 1
+        for s in covers:
+            rec.symbolic[s]["covered"] = True
+        report = self.check(f, args, kwargs, rec.intentional)
+        self.emit({"event": "check", "function": rec.key, "how": "eager", "signature": describe_signature(sig),
+                   "covers": [describe_signature(s) for s in covers], "report": report})
+
+    def _on_symbolic(self, rec: _Record, f, args, kwargs) -> None:
+        sig = signature(args)
+        if sig in rec.symbolic:
+            return
+        covered = any(_compatible(sig, s) for s in rec.eager)
+        rec.symbolic[sig] = {"f": f, "kwargs": dict(kwargs), "covered": covered}
+        self.emit({"event": "symbolic", "function": rec.key, "signature": describe_signature(sig),
+                   "covered": covered})
+        if not covered and not self._atexit:
+            self._atexit = True
+            atexit.register(self.finish)
+
+    def finish(self) -> None:
+        """Checks every symbolic signature no eager call covered, on random inputs of it."""
+        if self.finished:
+            return
+        self.finished = True
+        for rec in [r for r in list(self.records.values()) if r is not None]:
+            for sig, entry in list(rec.symbolic.items()):
+                if entry["covered"]:
+                    continue
+                try:
+                    inputs, concrete = _random_inputs(sig)
+                except Exception as e:
+                    report = {"verdict": "skipped", "reference": None, "max_rel_error": None,
+                              "detail": f"no inputs could be built for {describe_signature(sig)}: {message_of(e)}"}
+                else:
+                    report = self.check(entry["f"], inputs, entry["kwargs"], rec.intentional)
+                    concrete = describe_signature(concrete)
+                self.emit({"event": "check", "function": rec.key, "how": "exit",
+                           "signature": describe_signature(sig), "inputs": concrete
+                           if not isinstance(concrete, tuple) else describe_signature(concrete),
+                           "covers": [describe_signature(sig)], "report": report})
+
+    # ------------------------------------------------------------------ the check itself
+    def check(self, f, args, kwargs, intentional: bool) -> dict:
+        """Runs `check_gradient` in a helper thread with the program's state protected; returns
+        the report as a dict (never raises)."""
+        box: dict = {}
+
+        def work():
+            self.local.busy = True
+            try:
+                with _quiet(), _rng_preserved(), _no_new_variables():
+                    check_gradient = _import_check()
+                    fn = functools.partial(f, **kwargs) if kwargs else f
+                    box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional).to_dict()
+            except BaseException as e:  # the check must never reach the user's program
+                box["report"] = {"verdict": "skipped", "reference": None, "max_rel_error": None,
+                                 "detail": f"the check itself failed: {message_of(e)}"}
+
+        thread = threading.Thread(target=work, name="cglint-check", daemon=True)
+        thread.start()
+        thread.join()
+        report = box.get("report") or {"verdict": "skipped", "detail": "the check did not finish"}
+        if "_CreatesVariable" in (report.get("detail") or ""):
+            report = {**report, "verdict": "skipped", "detail": "not checked: the forward creates a "
+                      "tf.Variable on every call, and checking it would add variables to the program"}
+        return report
+
+
+def _import_check():
+    """`cglint.runtime.check.check_gradient`, imported from cglint's own directory (named by
+    `cglint trace` in CGLINT_TRACE_PKG) when the program's environment has no cglint."""
+    try:
+        from cglint.runtime.check import check_gradient
+    except ImportError:
+        root = os.environ.get("CGLINT_TRACE_PKG")
+        if not root:
+            raise
+        sys.path.insert(0, root)
+        try:
+            from cglint.runtime.check import check_gradient
+        finally:
+            sys.path.remove(root)
+    return check_gradient
+
+
+def _random_inputs(sig: tuple):
+    """Inputs for a signature recorded under tf.function: unknown dimensions become 2, floats
+    are uniform in [0.5, 1.5) (away from the kinks at 0 and the edges of log/sqrt domains),
+    integers 1, booleans False; Python values are reused as they were."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    out, concrete = [], []
+    for kind, shape in sig:
+        if kind in ("bool", "int", "float") and not isinstance(shape, tuple):
+            out.append(shape)
+            concrete.append((kind, shape))
+            continue
+        if shape is None:
+            raise ValueError("an input of unknown rank")
+        dims = tuple(2 if d is None else d for d in shape)
+        dtype = tf.as_dtype(kind)
+        if dtype.is_floating or dtype.is_complex:
+            value = tf.constant(rng.uniform(0.5, 1.5, size=dims), dtype=dtype)
+        elif dtype.is_bool:
+            value = tf.zeros(dims, dtype=tf.bool)
+        else:
+            value = tf.ones(dims, dtype=dtype)
+        out.append(value)
+        concrete.append((kind, dims))
+    return out, tuple(concrete)
+
+
+class _quiet:
+    """Silences stdout and stderr for the check (a forward that prints, `tf.print`, TensorFlow's
+    logging), at the file-descriptor level as well, and restores them exactly."""
+
+    def __enter__(self):
+        self.saved = []
+        self.streams = (sys.stdout, sys.stderr)
+        for s in self.streams:
+            try:
+                s.flush()
+            except Exception:
+                pass
+        try:
+            self.null = open(os.devnull, "w")
+            for fd in (1, 2):
+                try:
+                    self.saved.append((fd, os.dup(fd)))
+                    os.dup2(self.null.fileno(), fd)
+                except OSError:
+                    pass
+            sys.stdout = sys.stderr = self.null
+        except OSError:
+            self.null = None
+        return self
+
+    def __exit__(self, *exc):
+        for s in (sys.__stdout__, sys.__stderr__):
+            try:
+                s.flush()
+            except Exception:
+                pass
+        for fd, saved in self.saved:
+            os.dup2(saved, fd)
+            os.close(saved)
+        sys.stdout, sys.stderr = self.streams
+        if self.null is not None:
+            self.null.close()
+        return False
+
+
+class _rng_preserved:
+    """The check's random ops must not move the program's random streams: eager op seeds come
+    from the context's `_rng` when a global seed is set (the check gets its own), the global
+    `tf.random.Generator` is restored, and so are NumPy's and Python's global states."""
+
+    def __enter__(self):
+        import numpy as np
+        from tensorflow.python.eager import context
+        from tensorflow.python.ops import stateful_random_ops as sro
+
+        self.ctx = context.context()
+        self.ctx_rng = getattr(self.ctx, "_rng", None)
+        if self.ctx_rng is not None:
+            self.ctx._rng = random.Random(0x5EED)
+        self.sro = sro
+        self.gen = sro.global_generator
+        self.gen_state = self.gen.state.numpy() if self.gen is not None else None
+        self.np_state = np.random.get_state()
+        self.py_state = random.getstate()
+        return self
+
+    def __exit__(self, *exc):
+        import numpy as np
+
+        if self.ctx_rng is not None:
+            self.ctx._rng = self.ctx_rng
+        if self.gen is not None:
+            self.gen.state.assign(self.gen_state)
+        self.sro.global_generator = self.gen
+        np.random.set_state(self.np_state)
+        random.setstate(self.py_state)
+        return False
+
+
+class _no_new_variables:
+    """A forward that creates variables is not run again: it would add them to the program."""
+
+    def __enter__(self):
+        import tensorflow as tf
+
+        def refuse(next_creator, **kwargs):
+            raise _CreatesVariable("the forward creates a tf.Variable")
+
+        self.scope = tf.variable_creator_scope(refuse)
+        self.scope.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.scope.__exit__(*exc)
+        return False
+
+
+class _RecordProxy:
+    """Stands in for `tensorflow.python.eager.record` inside custom_gradient.py only: the
+    backward functions TensorFlow records for a user's custom gradient note what they raise."""
+
+    def __init__(self, real, tracer: Tracer):
+        self._real, self._tracer = real, tracer
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def record_operation(self, op_type, output_tensors, input_tensors, backward_function, *rest, **kw):
+        return self._real.record_operation(op_type, output_tensors, input_tensors,
+                                           self._tracer.wrap_backward(backward_function), *rest, **kw)
+
+
+def patch(module, tracer: Tracer) -> None:
+    """Points `module` (tensorflow.python.ops.custom_gradient) at the tracer. Idempotent."""
+    if getattr(module, "_cglint_tracer", None) is not None:
+        return
+    orig_eager, orig_graph = module._eager_mode_decorator, module._graph_mode_decorator
+
+    eager_call = functools.partial(tracer.call, orig_eager, eager=True)
+    graph_call = functools.partial(tracer.call, orig_graph, eager=False)
+    eager_call.__name__, graph_call.__name__ = "_eager_mode_decorator", "_graph_mode_decorator"
+    module._eager_mode_decorator = eager_call
+    module._graph_mode_decorator = graph_call
+
+    module.record = _RecordProxy(module.record, tracer)
+    module._cglint_tracer = tracer
+
+
+class _Finder:
+    """A meta-path finder that patches TensorFlow's custom_gradient module as it is first
+    imported, then steps aside. TensorFlow itself is imported when (and only if) the program
+    imports it."""
+
+    def __init__(self, tracer: Tracer):
+        self.tracer = tracer
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != CG_MODULE:
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader, tracer = spec.loader, self.tracer
+        exec_module = loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            try:
+                patch(module, tracer)
+            except Exception:
+                pass
+
+        loader.exec_module = exec_and_patch  # this loader instance serves this module only
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        return spec
+
+
+def install(calls: int = 1) -> Tracer:
+    """Installs the (one) tracer in this process: now if TensorFlow is already imported, else as
+    soon as it is. Returns it; add sinks to `tracer.sinks`."""
+    global _tracer
+    if _tracer is None:
+        _tracer = Tracer(calls)
+        module = sys.modules.get(CG_MODULE)
+        if module is not None:
+            patch(module, _tracer)
+        else:
+            sys.meta_path.insert(0, _Finder(_tracer))
+    return _tracer
+
+
+def file_sink(directory: str) -> Callable[[dict], None]:
+    """Appends events as JSON lines to `directory/events-<pid>.jsonl`, flushed one by one, so a
+    program that dies keeps every event already emitted."""
+    state: dict = {}
+
+    def sink(event: dict) -> None:
+        fh = state.get("fh")
+        if fh is None or state.get("pid") != os.getpid():  # a fork gets its own file
+            fh = open(os.path.join(directory, f"events-{os.getpid()}.jsonl"), "a", encoding="utf-8")
+            state.update(fh=fh, pid=os.getpid())
+        fh.write(json.dumps(event, default=str) + "\n")
+        fh.flush()
+
+    return sink
+
+
+def install_from_environment() -> None:
+    """Called by the sitecustomize `cglint trace` puts on PYTHONPATH."""
+    directory = os.environ.get("CGLINT_TRACE_DIR")
+    if not directory:
+        return
+    tracer = install(int(os.environ.get("CGLINT_TRACE_CALLS", "1") or 1))
+    tracer.sinks.append(file_sink(directory))
+    _install_excepthook(tracer)
+
+
+def _install_excepthook(tracer: Tracer) -> None:
+    """An uncaught exception from a user's custom gradient whose backward TensorFlow ran outside
+    any of our frames is still attributed: the frames of custom_gradient.py hold the function."""
+    previous = sys.excepthook
+
+    def hook(tp, value, tb):
+        try:
+            for rec in functions_in_traceback(value, tracer):
+                tracer.raised(rec, value, "uncaught")
+            tb = _without_own_frames(tb)
+        except Exception:
+            pass
+        previous(tp, value, tb)
+
+    sys.excepthook = hook
+
+
+def _without_own_frames(tb):
+    """The traceback minus this module's frames (tb_next is writable)."""
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    head = tb
+    while tb is not None:
+        nxt = tb.tb_next
+        while nxt is not None and nxt.tb_frame.f_code.co_filename == __file__:
+            nxt = nxt.tb_next
+        tb.tb_next = nxt
+        tb = nxt
+    return head
+
+
+def _nested_codes(code):
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            yield const
+            yield from _nested_codes(const)
+
+
+def _enclosing(code, tracer: Tracer) -> _Record | None:
+    """The user function whose body defines `code` (a grad fn is a def inside its forward)."""
+    for outer, rec in list(tracer.records.items()):
+        if rec is not None and outer.co_filename == code.co_filename and code in _nested_codes(outer):
+            return rec
+    return None
+
+
+def functions_in_traceback(exc: BaseException, tracer: Tracer) -> list[_Record]:
+    out = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename.endswith(_CG_FILE):
+            for value in list(frame.f_locals.values()):
+                if callable(value) and (code := _code(value)) is not None:
+                    rec = tracer.records.get(code) or _enclosing(code, tracer)
+                    if rec is not None and rec not in out:
+                        out.append(rec)
+        tb = tb.tb_next
+    return out

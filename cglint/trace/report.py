@@ -1,0 +1,165 @@
+"""Turns the tracer's events into the run's report: one verdict per custom-gradient function,
+mapped back to file, def line and qualified name, merged with the static findings of those files
+(each finding inside a checked function carries its verdict, as `--runtime` does).
+
+Events (see `cglint.trace.instrument`): `check` (a numeric check: `how` is `eager` — at a real
+eager call, which may also cover signatures first seen under tf.function — or `exit` — after the
+command, on random inputs of a recorded signature), `symbolic` (a first call under tf.function)
+and `raised` (TensorFlow's custom-gradient machinery raised for the function while the program
+ran).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
+_SUMMARY_KEYS = ("verdict", "reference", "max_rel_error", "detail")
+
+
+def read_events(directory: str) -> list[dict]:
+    events = []
+    for path in sorted(Path(directory).glob("events-*.jsonl")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # a line cut short by a crash
+    return events
+
+
+@dataclass
+class Function:
+    path: str
+    firstlineno: int
+    qualname: str
+    checks: list[dict] = field(default_factory=list)
+    symbolic: list[dict] = field(default_factory=list)
+    raised: list[dict] = field(default_factory=list)
+    contexts: list[str] = field(default_factory=list)
+
+
+def group(events: list[dict]) -> list[Function]:
+    """Events per function, in first-seen order (processes merged)."""
+    by_key: dict[tuple, Function] = {}
+    for e in events:
+        k = e.get("function") or {}
+        key = (os.path.realpath(k.get("path", "")), k.get("firstlineno", 0), k.get("qualname", ""))
+        fn = by_key.get(key)
+        if fn is None:
+            fn = by_key[key] = Function(k.get("path", ""), k.get("firstlineno", 0), k.get("qualname", ""))
+        {"check": fn.checks, "symbolic": fn.symbolic, "raised": fn.raised}.get(e.get("event"), []).append(e)
+        ctx = e.get("context")
+        if ctx and ctx not in fn.contexts:
+            fn.contexts.append(ctx)
+    return list(by_key.values())
+
+
+def how_checked(check: dict) -> str:
+    if check["how"] == "exit":
+        return (f"first called under tf.function with {check['signature']}; checked after the command "
+                f"on random inputs {check.get('inputs') or ''}").rstrip()
+    if check.get("covers"):
+        return (f"first called under tf.function with {', '.join(check['covers'])}; checked at a later "
+                f"eager call with {check['signature']}")
+    return f"checked at its first eager call with {check['signature']}"
+
+
+def verdict_of(fn: Function) -> dict:
+    """The function's verdict: an error TensorFlow raised while the program ran wins (it is a
+    confirmation, whatever a check on other inputs said), else the worst check."""
+    if fn.raised:
+        r = fn.raised[0]
+        return {"verdict": "error", "reference": None, "max_rel_error": None,
+                "detail": r["message"], "checked": "raised by TensorFlow while the command ran"}
+    if fn.checks:
+        worst = max(fn.checks, key=lambda c: _RANK.get(c["report"].get("verdict"), 0))
+        summary = {k: worst["report"].get(k) for k in _SUMMARY_KEYS}
+        return {**summary, "checked": how_checked(worst), "args": worst["report"].get("args", [])}
+    sig = fn.symbolic[0]["signature"] if fn.symbolic else "?"
+    return {"verdict": "skipped", "reference": None, "max_rel_error": None,
+            "detail": f"first called under tf.function with {sig}, and the process ended before "
+                      "cglint's exit check could run (os._exit or a crash)", "checked": "not checked"}
+
+
+def _display_path(path: str, cwd: Path) -> str:
+    try:
+        return Path(os.path.abspath(path)).relative_to(cwd).as_posix()
+    except ValueError:
+        return path
+
+
+def build(functions: list[Function], settings=None, cwd: Path | None = None):
+    """Returns (file results with verdicts attached to their findings, the `runtime` list)."""
+    from cglint import engine
+
+    cwd = Path(os.path.abspath(cwd or Path.cwd()))
+    results = {}
+    runtime = []
+    for fn in functions:
+        display = _display_path(fn.path, cwd)
+        result = results.get(display)
+        if result is None and os.path.isfile(fn.path):
+            try:
+                rules = settings.rules_for(display) if settings is not None else None
+                result = engine.lint_file(display if os.path.exists(display) else fn.path,
+                                          *([rules] if rules is not None else []))
+            except Exception:
+                result = None
+            if result is not None:
+                results[display] = result
+        verdict = verdict_of(fn)
+        line, name = fn.firstlineno, fn.qualname
+        site_span = _site_span(result, fn.firstlineno) if result is not None else None
+        if site_span is not None:
+            start, end, line, wrapper_line = site_span
+            summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
+            for d in result.diagnostics:
+                if start <= d.line <= end or d.line == wrapper_line:
+                    d.runtime = summary
+        runtime.append({"path": display, "function": name, "line": line,
+                        **{k: verdict.get(k) for k in _SUMMARY_KEYS}, "checked": verdict["checked"],
+                        "tests": fn.contexts, "args": verdict.get("args", [])})
+    return list(results.values()), runtime
+
+
+def _site_span(result, firstlineno: int):
+    """(first line, last line, def line, wrapper line) of the custom-gradient site whose code
+    starts at `firstlineno` (Python counts a decorated def from its first decorator)."""
+    model = getattr(result, "model", None)
+    if model is None or not model.sites:
+        return None
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    positions = MetadataWrapper(model.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    best = None
+    for site in model.sites:
+        span = positions[site.forward]
+        start, end = span.start.line, span.end.line
+        if isinstance(site.forward, cst.FunctionDef) and site.forward.decorators:
+            start = positions[site.forward.decorators[0]].start.line
+        if start == firstlineno or positions[site.anchor].start.line == firstlineno:
+            return start, end, positions[site.anchor].start.line, positions[site.wrapper].start.line
+        if start <= firstlineno <= end and (best is None or end - start < best[1] - best[0]):
+            best = (start, end, positions[site.anchor].start.line, positions[site.wrapper].start.line)
+    return best
+
+
+def failing(runtime: list[dict]) -> bool:
+    return any(r["verdict"] in ("mismatch", "error") for r in runtime)
+
+
+def summary_line(runtime: list[dict], exit_status: int | None = None) -> str:
+    status = f" (the command exited with status {exit_status})" if exit_status is not None else ""
+    if not runtime:
+        return f"cglint trace: no custom gradient was called; nothing was checked{status}."
+    counts: dict[str, int] = {}
+    for r in runtime:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    parts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -_RANK.get(kv[0], 0)))
+    n = len(runtime)
+    return f"cglint trace: {n} custom gradient{'s' if n != 1 else ''} checked: {parts}{status}."

@@ -1,0 +1,224 @@
+"""`cglint trace -- COMMAND` and `pytest --cglint`, end to end: real commands, real TensorFlow and
+Keras 3 in the traced processes. Each traced run starts TensorFlow, so the runs are shared by
+module-scoped fixtures and the assertions split over small tests."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = ROOT / "fixtures" / "trace_project"
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def run(*args, cwd=ROOT, env=ENV, timeout=600):
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=timeout)
+
+
+def trace(*command, cwd=ROOT, options=()):
+    return run("-m", "cglint", "trace", *options, "--", *command, cwd=cwd)
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if text in ln)
+
+
+# --------------------------------------------------------------------------- the fixture project
+
+@pytest.fixture(scope="module")
+def traced_pytest(tmp_path_factory):
+    """One run for both: `cglint trace` around `pytest --cglint` (they share one tracer)."""
+    out = tmp_path_factory.mktemp("trace") / "report.json"
+    proc = trace(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--cglint", "fixtures/trace_project",
+                 options=("--output-format", "json", "--output-file", out))
+    return proc, json.loads(out.read_text())
+
+
+def test_trace_pytest_finds_the_wrong_closure_and_confirms_the_right_ones(traced_pytest):
+    proc, report = traced_pytest
+    by_name = {r["function"]: r for r in report["runtime"]}
+    assert set(by_name) == {"SoftsignDense.call.<locals>.dense_softsign", "log1pexp", "Gain.apply"}, report
+    wrong = by_name["SoftsignDense.call.<locals>.dense_softsign"]
+    assert (wrong["path"], wrong["line"], wrong["verdict"]) == (
+        "fixtures/trace_project/layers.py", line_of(PROJECT / "layers.py", "def dense_softsign"), "mismatch")
+    assert "d/x off by" in wrong["detail"] and "kernel off by" in wrong["detail"]
+    # First traced by model.fit (symbolic), then checked at the GradientTape step's eager call.
+    assert "under tf.function" in wrong["checked"] and "later eager call" in wrong["checked"]
+    assert wrong["tests"] == ["fixtures/trace_project/test_train.py::test_fit_two_steps",
+                              "fixtures/trace_project/test_train.py::test_one_step_with_gradient_tape"]
+    for name, text in (("log1pexp", "def log1pexp"), ("Gain.apply", "def apply")):
+        r = by_name[name]
+        assert (r["verdict"], r["reference"]) == ("match", "autodiff"), r
+        assert r["line"] == line_of(PROJECT / ("ops.py"), text)
+    assert by_name["Gain.apply"]["checked"].startswith("checked at its first eager call")
+
+
+def test_trace_pytest_leaves_pytest_output_and_status_alone(traced_pytest):
+    proc, report = traced_pytest
+    before_plugin = proc.stdout[:proc.stdout.index("=== cglint: custom gradients")]
+    assert re.fullmatch(r"\.\. +\[100%\]\n=+ ?", before_plugin), proc.stdout
+    assert re.search(r"^2 passed in [\d.]+s$", proc.stdout, re.M), proc.stdout
+    assert proc.stderr == "", proc.stderr  # cglint's report went to the file
+    assert report["trace"]["exit_status"] == 0  # pytest's own: --cglint alone does not fail the run
+    assert proc.returncode == 1  # pytest passed, so the mismatch decides
+
+
+def test_pytest_plugin_lists_per_test_what_was_checked(traced_pytest):
+    out = traced_pytest[0].stdout
+    section = out[out.index("cglint: custom gradients"):]
+    tape_test = section[section.index("test_train.py::test_one_step_with_gradient_tape:"):]
+    assert "Gain.apply (fixtures/trace_project/ops.py:" in tape_test
+    fit_test = section[section.index("test_train.py::test_fit_two_steps:"):section.index("test_one_step_with")]
+    assert "dense_softsign (fixtures/trace_project/layers.py:" in fit_test and "Gain.apply" not in fit_test
+    assert re.search(r"layers\.py:\d+: SoftsignDense\.call\.<locals>\.dense_softsign: mismatch vs autodiff", section)
+    assert "cglint: 3 custom gradients checked: 1 mismatch, 2 match." in section
+
+
+def test_pytest_plugin_strict_fails_the_run_on_a_mismatch(tmp_path):
+    (tmp_path / "test_op.py").write_text(
+        "import tensorflow as tf\n\n\n"
+        "@tf.custom_gradient\n"
+        "def cube(x):\n"
+        "    def grad(dy):\n"
+        "        return dy * 2 * x  # should be 3 * x**2\n"
+        "    return x ** 3, grad\n\n\n"
+        "def test_cube():\n"
+        "    assert cube(tf.constant([1.0, 2.0])).numpy().tolist() == [1.0, 8.0]\n")
+    proc = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "--cglint-strict", "test_op.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "test_op.py:5: cube: mismatch vs autodiff" in proc.stdout
+    assert "1 passed" in proc.stdout and "--cglint-strict: failing the run" in proc.stdout
+
+
+def test_pytest_plugin_is_inert_without_the_option(tmp_path):
+    (tmp_path / "test_plain.py").write_text("import sys\n\n\ndef test_plain():\n"
+                                            "    assert 'cglint.trace.instrument' not in sys.modules\n")
+    proc = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "test_plain.py", cwd=tmp_path)
+    assert proc.returncode == 0 and "cglint" not in proc.stdout, proc.stdout
+
+
+# --------------------------------------------------------------------------- scripts
+
+MISSING_VARIABLES = """import tensorflow as tf
+
+w = tf.Variable([1.0, 2.0])
+
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy):
+        return dy * w
+    return x * w, grad
+
+
+x = tf.constant([3.0, 4.0])
+with tf.GradientTape() as tape:
+    tape.watch(x)
+    loss = tf.reduce_sum(scale(x))
+print("not reached")
+"""
+
+
+def test_trace_script_missing_variables_is_an_error_at_the_def_line(tmp_path):
+    (tmp_path / "script.py").write_text(MISSING_VARIABLES)
+    proc = trace(sys.executable, "script.py", cwd=tmp_path)
+    assert proc.returncode == 1  # the script died of TensorFlow's TypeError: its own status
+    assert proc.stdout == ""
+    err = proc.stderr
+    # The script's traceback is as TensorFlow wrote it (cglint's frame is taken out) ...
+    assert "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'" in err
+    assert "cglint/trace" not in err
+    # ... then cglint's report: the error at the def line, with TensorFlow's message.
+    assert ("script.py:7: scale: error: TypeError: @tf.custom_gradient grad_fn must accept keyword argument "
+            "'variables', since function uses variables: ['Variable:0']") in err
+    assert "= runtime: confirmed: TypeError" in err  # on the static CG004 finding
+    assert "the command exited with status 1" in err
+
+
+SIDE_EFFECTS = """import gc, random
+import numpy as np
+import tensorflow as tf
+
+tf.random.set_seed(1)
+np.random.seed(0)
+random.seed(0)
+w = tf.Variable([1.0, 2.0])
+
+
+@tf.custom_gradient
+def noisy(x):
+    print("forward runs")
+    y = x * w + tf.random.uniform([2]) * 0.0
+    def grad(dy, variables=None):
+        return dy * w, [dy * x]
+    return y, grad
+
+
+@tf.custom_gradient
+def square(x):
+    def grad(dy):
+        return dy * x * x  # should be 2 * x
+    return x * x, grad
+
+
+@tf.function
+def graph_only(x):
+    return square(x)
+
+
+print(noisy(tf.constant([1.0, 1.0])).numpy())
+print(graph_only(tf.constant([[1.0, 2.0]])).numpy())
+print(tf.random.normal([3]).numpy(), tf.random.uniform([2], seed=3).numpy())
+print(np.random.rand(), random.random())
+print(sum(isinstance(o, tf.Variable) for o in gc.get_objects()), "variables")
+"""
+
+
+@pytest.fixture(scope="module")
+def side_effects(tmp_path_factory):
+    work = tmp_path_factory.mktemp("side")
+    (work / "prog.py").write_text(SIDE_EFFECTS)
+    plain = run("prog.py", cwd=work)
+    traced = trace(sys.executable, "prog.py", cwd=work, options=("--output-format", "json"))
+    return plain, traced
+
+
+def test_trace_changes_nothing_the_program_prints_or_draws(side_effects):
+    plain, traced = side_effects
+    assert plain.returncode == 0, plain.stderr
+    assert traced.stdout == plain.stdout  # same prints, same random numbers, same variable count
+    assert traced.stdout.count("forward runs") == 1
+
+
+def test_trace_checks_graph_only_signatures_after_the_command(side_effects):
+    plain, traced = side_effects
+    report = json.loads(traced.stderr)  # the only thing on stderr: cglint's report
+    by_name = {r["function"]: r for r in report["runtime"]}
+    assert by_name["noisy"]["verdict"] == "match"
+    square = by_name["square"]
+    assert square["verdict"] == "mismatch"
+    assert square["checked"] == ("first called under tf.function with (float32[1, 2]); checked after the command "
+                                 "on random inputs (float32[1, 2])")
+    assert traced.returncode == 1
+
+
+def test_trace_nothing_called_says_so_and_exits_0(tmp_path):
+    proc = trace(sys.executable, "-c", "import sys; print(1); print('tensorflow' in sys.modules)", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert proc.stdout == "1\nFalse\n"  # TensorFlow is only imported by programs that import it
+    assert proc.stderr == ("cglint trace: no custom gradient was called; nothing was checked "
+                           "(the command exited with status 0).\n")
+
+
+def test_trace_keeps_the_command_status_and_reports_bad_usage(tmp_path):
+    assert trace(sys.executable, "-c", "import sys; sys.exit(3)", cwd=tmp_path).returncode == 3
+    missing = trace("no-such-command-cglint", cwd=tmp_path)
+    assert (missing.returncode, missing.stderr) == (2, "cglint trace: error: command not found: no-such-command-cglint\n")
+    empty = run("-m", "cglint", "trace", cwd=tmp_path)
+    assert empty.returncode == 2 and "no command given" in empty.stderr
