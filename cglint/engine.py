@@ -62,7 +62,8 @@ def lint_source(
         return FileResult(path, source, [], parsed=False,
                           warnings=[f"not analysed: Python accepts this file but {reason.removeprefix('cannot parse: ')}"])
 
-    if not reduced and (text != source or "\x0c" in source):  # libcst drops some form feeds
+    if not reduced and (text != source or "\x0c" in source or source.startswith("\ufeff")):
+        # libcst drops a leading BOM and form feeds in indentation: fixes map back (cglint.fix)
         pysource.remember(module, source, text)
     try:
         model = ModuleModel(module)

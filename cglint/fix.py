@@ -143,6 +143,7 @@ def _one_round(
     module: cst.Module, candidates: list[Diagnostic], path: str, dropped: dict[tuple[str, int, str], DroppedFix]
 ) -> tuple[list[Diagnostic], str]:
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    statements = [(positions[stmt].start.line, positions[stmt].end.line, i, stmt) for i, stmt in enumerate(module.body)]
     taken: list[CodeRange] = []
     chosen: list[Diagnostic] = []
     outcomes: dict[str, Diagnostic] = {}  # result of one fix alone -> the finding it fixed
@@ -152,7 +153,7 @@ def _one_round(
         spans = [positions.get(old) for old, _ in fix.edits]
         if not spans or any(s is None for s in spans):
             continue
-        alone, problem = validated(module, fix, path)
+        alone, problem = _validated_locally(module, fix, path, spans, statements)  # type: ignore[arg-type]
         if alone is None:
             dropped.setdefault((d.code, d.line, fix.description), DroppedFix(d.code, d.line, fix.description, problem or ""))
             continue
@@ -174,6 +175,25 @@ def _one_round(
         first = _apply(module, [distinct[0].fix])  # type: ignore[list-item]
         return [d for d in chosen if d is distinct[0] or _apply(module, [d.fix]) == first], first  # type: ignore[list-item]
     return chosen, combined
+
+
+def _validated_locally(module: cst.Module, fix: Fix, path: str, spans: list[CodeRange],
+                       statements: list[tuple[int, int, int, cst.CSTNode]]) -> tuple[object | None, str | None]:
+    """`validated`, on the one top-level statement holding every edit of `fix`: what compiles
+    depends only on it (its defs, loops and scopes are inside it), and checking it alone keeps a
+    round linear in the module's size instead of quadratic in its sites. Returns (a key unique
+    to the fix's outcome, None) or (None, why not). Fixes spanning statements, or touching the
+    module itself, are checked on the whole module."""
+    first, last = min(s.start.line for s in spans), max(s.end.line for s in spans)
+    holder = next((entry for entry in statements if entry[0] <= first and last <= entry[1]), None)
+    if holder is None or any(old is module for old, _ in fix.edits):
+        return validated(module, fix, path)
+    mini = module.with_changes(body=[holder[3]])
+    code = Fix(list(fix.edits), applicability=fix.applicability, description=fix.description).apply(mini).code
+    problem = check_source(code, path)
+    if problem is not None:
+        return None, problem
+    return (holder[2], code), None
 
 
 def _overlap(a: CodeRange, b: CodeRange) -> bool:

@@ -31,7 +31,11 @@ LINE_BREAK = re.compile(r"\r\n|\r|\n")
 MAX_EXPRESSION_HEIGHT = 100
 MAX_EXPRESSION_CHARS = 20_000
 MAX_LITERAL_CHARS = 4000
-_GATE_CHARS = 400  # a statement shorter than this cannot hold such an expression
+# Each level of nesting takes at least one character: a statement shorter than _GATE_CHARS is
+# never deep enough to matter, and a subexpression shorter than _SHORT_CHARS is counted as one
+# level (so a stub comes at most _SHORT_CHARS levels late).
+_GATE_CHARS = 120
+_SHORT_CHARS = 30
 
 
 def split_lines(text: str, keepends: bool = False) -> list[str]:
@@ -243,7 +247,7 @@ def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int,
         if not done:
             if isinstance(node, ast.expr) and node.end_lineno is not None:
                 start, end = offsets(node.lineno, node.col_offset), offsets(node.end_lineno, node.end_col_offset)
-                if end - start < _GATE_CHARS:
+                if end - start < _SHORT_CHARS:
                     height[id(node)] = 1
                     continue
                 stubbable = not isinstance(node, _NOT_STUBBED) and "custom_gradient" not in text[start:end]

@@ -179,3 +179,26 @@ def test_deeply_nested_toml_is_a_configuration_error(tmp_path):
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.strip().splitlines() == [f"cglint: error: {tmp_path / 'pyproject.toml'}: invalid TOML: "
                                                "arrays or tables nested too deeply"]
+
+
+# ---- failures the fuzz run found (scripts/fuzz.py) ---------------------------------------------
+
+
+def test_bom_character_in_the_text_keeps_fix_regions_where_they_are():
+    # libcst drops a leading U+FEFF: the SARIF/editor edits were one character early and overlapped
+    source = "\ufeff" + HEAD + SITE
+    result = engine.lint_source(source, "m.py")
+    (d,) = result.diagnostics
+    edits = fix.text_edits(source, result.module, d.fix)
+    assert edits and all(a.end <= b.start for a, b in zip(edits, edits[1:]))
+    assert [source[e.start:e.end] for e in edits] == ["y"]
+    assert fix.fix_source(source, "m.py").new_source == source.replace("cos(y)", "cos(x)")
+
+
+def test_nesting_python_accepts_in_a_lambda_is_no_false_cg000():
+    # 199 nested lists (Python allows 200) inside a grad lambda: the model's walk ran out of stack
+    source = HEAD + ("@tf.custom_gradient\ndef op(x):\n    return tf.tan(x), lambda dy: " + "[" * 199 + "dy" + "]" * 199
+                     + " / tf.square(tf.cos(x))\n")
+    compile(source, "m.py", "exec")
+    assert "CG000" not in [d[2] for d in diags(source)]
+    assert diags(source) == diags(source, reduce=True)
