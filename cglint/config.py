@@ -13,6 +13,7 @@
     rtol = 1e-5                     # default: by dtype
     atol = 0.0
     probes = 3                      # random upstream gradients per check
+    order = 1                       # 2: second derivatives and JVPs too (--runtime-order)
 
 Library entry points (the language server uses them too): `load(start, config_file=None)` ->
 `Settings`; `Settings.with_overrides(...)` for command-line options; `Settings.rules_for(path)`;
@@ -44,7 +45,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 )
 
 _KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime", "baseline")
-_RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes")
+_RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes", "order")
 
 
 class ConfigError(ValueError):
@@ -59,6 +60,7 @@ class RuntimeSettings:
     rtol: float | None = None
     atol: float | None = None
     probes: int = 3
+    order: int = 1  # 2: also the second derivative and forward mode (--runtime-order)
 
 
 @dataclass(frozen=True)
@@ -272,6 +274,10 @@ def _runtime(table: Any, where: str) -> RuntimeSettings:
             if value < 0 or (key == "timeout" and value == 0):
                 raise ConfigError(f"`{key}` in {where} must be {'positive' if key == 'timeout' else '>= 0'}, not {value!r}")
             values[key] = float(value)
+    if "order" in table:
+        if table["order"] not in (1, 2) or isinstance(table["order"], bool):
+            raise ConfigError(f"`order` in {where} must be 1 or 2, not {table['order']!r}")
+        values["order"] = table["order"]
     if "probes" in table:
         value = table["probes"]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

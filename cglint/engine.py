@@ -139,6 +139,10 @@ def _syntax_error(path: str, source: str, rules: list[type[Rule]], line: int, co
 def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, reduce: bool = False) -> FileResult:
     """Lint a file on disk. Raises files.ReadError (naming the path) when it cannot be read as a
     file; content cglint cannot take (undecodable, too large) is a CG000 "cannot read"."""
+    if path.endswith(".ipynb"):  # a notebook: its code cells as one module (cglint.notebook)
+        from cglint import notebook
+
+        return notebook.lint_file(path, rules, reduce=reduce)
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:

@@ -17,15 +17,19 @@ DEFAULT_EXCLUDED_DIRS = frozenset(
      "site-packages", "build", "dist", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 )
 
+# What a directory walk lints: Python sources and, as ruff does by default, notebooks.
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
+
 
 def discover(
     paths: Iterable[str],
     excluded: Callable[[str, bool, bool], bool] | None = None,
     force_exclude: bool = False,
 ) -> Iterator[str]:
-    """Python files under `paths`, in a stable order. A named path that does not exist, and
-    anything met while walking that is not a plain file (FIFOs, devices, dangling links), is
-    yielded too: `read` says what is wrong with it, naming it, and the run goes on.
+    """Python files and Jupyter notebooks (`.ipynb`) under `paths`, in a stable order. A named
+    path that does not exist, and anything met while walking that is not a plain file (FIFOs,
+    devices, dangling links), is yielded too: `read` says what is wrong with it, naming it, and
+    the run goes on.
 
     `excluded(path, is_dir, parents)` (e.g. `Settings.is_excluded`) decides what to skip while
     walking; without it, DEFAULT_EXCLUDED_DIRS. A path named on the command line is linted
@@ -49,7 +53,7 @@ def _walk(root: Path, excluded: Callable[[str, bool, bool], bool] | None) -> Ite
             and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
         )
         for name in sorted(filenames):
-            if name.endswith((".py", ".pyi")):
+            if name.endswith(SOURCE_SUFFIXES):
                 full = os.path.join(dirpath, name)
                 if excluded is None or not excluded(full, False, False):
                     yield os.path.normpath(full)

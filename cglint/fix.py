@@ -298,6 +298,10 @@ def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = 
     the lint of the file as it is."""
     from cglint import engine, files
 
+    if path.endswith(".ipynb"):  # a notebook: fixed as one module, written back cell by cell
+        from cglint import notebook
+
+        return notebook.fix_file(path, rules, unsafe, write)
     rules = list(rules)
     try:
         read = files.read(path)
