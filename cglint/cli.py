@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from cglint import __version__
+from cglint import __version__, reach
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--no-baseline", action="store_true", help="ignore the configured baseline")
     base.add_argument("--prune-baseline", action="store_true",
                       help="with a baseline: rewrite it without its stale entries (those matching no finding)")
-    rt = p.add_argument_group("runtime check (needs the runtime extra: TensorFlow)")
+    rt = p.add_argument_group("runtime check (needs TensorFlow, any distribution, in this environment)")
     # `--runtime` takes no separate value (a path may follow it); `--runtime=all` is spelled
     # with `=` and rewritten to `--runtime-scope all` before parsing.
     rt.add_argument("--runtime", action="store_const", const="flagged",
@@ -164,6 +164,7 @@ def _run(argv: list[str] | None) -> int:
             extend_exclude=args.extend_exclude, force_exclude=args.force_exclude or None,
         )
         settings.rules  # noqa: B018 - validates the selection before any file is read
+        reach.use(settings.tensorflow_aliases)  # this run's configuration, for every file
     except config.ConfigError as exc:
         return _fail(str(exc))
 

@@ -44,7 +44,8 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "site-packages", "build", "dist", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache",
 )
 
-_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime", "baseline")
+_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime", "baseline",
+         "tensorflow-aliases")
 _RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes", "order")
 
 
@@ -87,6 +88,8 @@ class Settings:
     force_exclude: bool = False
     layers: tuple[_Selection, ...] = ()
     baseline: Path | None = None  # `baseline = "..."`, resolved against the configuration's directory
+    # Modules that re-export TensorFlow (`lingvo.compat`): `from lingvo import compat as tf` is TensorFlow.
+    tensorflow_aliases: tuple[str, ...] = ()
 
     # ---- command line --------------------------------------------------------------------
 
@@ -249,7 +252,17 @@ def _from_table(table: Any, path: Path, section: str) -> Settings:
         runtime=_runtime(table.get("runtime", {}), f"{section}.runtime in {path}" if section else f"[runtime] in {path}"),
         layers=(_Selection(select, extend_select, ignore),),
         baseline=_baseline(table, path.parent, where),
+        tensorflow_aliases=_module_names(table.get("tensorflow-aliases", ()), "tensorflow-aliases", where),
     )
+
+
+def _module_names(value: Any, key: str, where: str) -> tuple[str, ...]:
+    """Dotted module names (`lingvo.compat`), as a list of strings."""
+    names = _strings(list(value) if isinstance(value, tuple) else value, key, where)
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
+            raise ConfigError(f"`{key}` in {where} must list dotted module names, not {name!r}")
+    return names
 
 
 def _baseline(table: dict[str, Any], root: Path, where: str) -> Path | None:

@@ -120,7 +120,7 @@ def fix_source(
         if round_number == max_rounds:
             converged = False
             break
-        chosen, new_code = _one_round(result.module, candidates, path, dropped)
+        chosen, new_code = _one_round(result.module, candidates, path, dropped, result.model)
         if not chosen:
             break
         try:
@@ -140,9 +140,12 @@ def fix_source(
 
 
 def _one_round(
-    module: cst.Module, candidates: list[Diagnostic], path: str, dropped: dict[tuple[str, int, str], DroppedFix]
+    module: cst.Module, candidates: list[Diagnostic], path: str, dropped: dict[tuple[str, int, str], DroppedFix],
+    model=None,
 ) -> tuple[list[Diagnostic], str]:
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    # The engine's positions for this parse, when it computed them (one codegen pass per parse).
+    positions = model.positions if model is not None and model.module is module else (
+        MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))
     statements = [(positions[stmt].start.line, positions[stmt].end.line, i, stmt) for i, stmt in enumerate(module.body)]
     taken: list[CodeRange] = []
     chosen: list[Diagnostic] = []

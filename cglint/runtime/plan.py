@@ -17,7 +17,6 @@ import re
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from cglint.diagnostics import Diagnostic, FileResult
 from cglint.model import GradientSite, ModuleModel
@@ -48,7 +47,7 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
     model: ModuleModel | None = result.model
     if model is None or not model.sites:
         return []
-    positions = MetadataWrapper(model.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = model.positions
     lines = result.source.splitlines()
     shapes = _module_shapes(model)
     planned = []
