@@ -39,18 +39,28 @@ def job_count(requested: int | None, files_to_parse: int) -> int:
 
 
 def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, reduce: bool = True,
-               cache: Cache | None = None, jobs: int | None = None) -> list[FileResult]:
+               cache: Cache | None = None, jobs: int | None = None,
+               on_error: Callable[[str, Exception], None] | None = None) -> list[FileResult]:
+    """Results in the order of `paths`. A path that cannot be read (OSError) or that cglint
+    fails on (engine.InternalError) is handed to `on_error` and left out; without `on_error`
+    the exception propagates."""
     results: list[FileResult | None] = [None] * len(paths)
     todo: list[tuple[int, str, str, list[str]]] = []
     for i, path in enumerate(paths):
         codes = codes_for(path)
-        if path.endswith(".ipynb"):  # notebooks: linted here, as cglint.notebook does (not cached)
-            results[i] = engine.lint_file(path, codes, reduce=reduce)
-            continue
         try:
-            source = files.read_source(path)
-        except files.UndecodableError:
-            results[i] = engine.lint_file(path, codes)  # CG000 "cannot read"
+            if path.endswith(".ipynb"):  # notebooks: linted here, as cglint.notebook does (not cached)
+                results[i] = engine.lint_file(path, codes, reduce=reduce)
+                continue
+            try:
+                source = files.read_source(path)
+            except files.UndecodableError:
+                results[i] = engine.lint_file(path, codes)  # CG000 "cannot read"
+                continue
+        except (OSError, engine.InternalError) as exc:
+            if on_error is None:
+                raise
+            on_error(path, exc)
             continue
         if not files.may_hold_site(source):
             # Nothing to report, and no code frame to print: the text is not kept.
@@ -69,15 +79,23 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
     else:
         done = (_lint_one((path, source, codes, reduce)) for _, path, source, codes in todo)
     for (i, path, source, codes), result in zip(todo, done):
+        if isinstance(result, engine.InternalError):
+            if on_error is None:
+                raise result
+            on_error(path, result)
+            continue
         if cache is not None:
             cache.put(path, source, codes, result, full=not reduce)
         results[i] = result
-    return results  # type: ignore[return-value]
+    return [r for r in results if r is not None]
 
 
-def _lint_one(work: tuple[str, str, list[str], bool]) -> FileResult:
+def _lint_one(work: tuple[str, str, list[str], bool]) -> FileResult | engine.InternalError:
     path, source, codes, reduce = work
-    return strip(engine.lint_source(source, path, codes, reduce=reduce))
+    try:
+        return strip(engine.lint_source(source, path, codes, reduce=reduce))
+    except engine.InternalError as exc:  # reported by the caller; the other files go on
+        return exc
 
 
 def _in_pool(todo, reduce: bool, n_jobs: int):

@@ -202,20 +202,30 @@ def _run(argv: list[str] | None) -> int:
     would_change = 0
     diffs: list[str] = []
     noqa_added = 0
+    failed_paths = 0  # unreadable paths and internal errors: reported, the run goes on, exit 2
     shown: list[tuple[str, list[tuple[str, str]]]] = []  # --show-fixes: (path, [(code, name)])
-    try:
-        found = list(files.discover(paths, settings.is_excluded, settings.force_exclude))
-        from cglint import cache as caching
+    found = files.discover(paths, settings.is_excluded, settings.force_exclude)
+    from cglint import cache as caching
 
-        if caching.usable_for(fixing=fixing, runtime=bool(args.runtime), add_noqa=args.add_noqa,
-                              output_format=args.output_format, unused_noqa=args.report_unused_noqa):
-            from cglint import batch
+    if caching.usable_for(fixing=fixing, runtime=bool(args.runtime), add_noqa=args.add_noqa,
+                          output_format=args.output_format, unused_noqa=args.report_unused_noqa):
+        from cglint import batch
 
-            store = None if args.no_cache else caching.Cache(
-                caching.directory_for(settings.root, args.cache_dir), caching.settings_key(settings))
-            results = batch.lint_paths(found, settings.codes_for, reduce=reduce, cache=store, jobs=args.jobs)
-            found = []
-        for path in found:
+        def failed(path: str, exc: Exception) -> None:
+            nonlocal failed_paths
+            if isinstance(exc, engine.InternalError):
+                _fail(f"internal error, please report: {exc}")
+            else:
+                _fail(str(exc) if isinstance(exc, files.ReadError) else f"{path}: {getattr(exc, 'strerror', None) or exc}")
+            failed_paths += 1
+
+        store = None if args.no_cache else caching.Cache(
+            caching.directory_for(settings.root, args.cache_dir), caching.settings_key(settings))
+        results = batch.lint_paths(list(found), settings.codes_for, reduce=reduce, cache=store, jobs=args.jobs,
+                                   on_error=failed)
+        found = iter(())
+    for path in found:
+        try:
             rules = _with_unused_noqa(settings.codes_for(path), args)
             if path.endswith(".ipynb"):  # the notebook code takes rule classes
                 from cglint.rules import rules as rule_classes
@@ -223,6 +233,9 @@ def _run(argv: list[str] | None) -> int:
                 rules = rule_classes(rules)
             if fixing:
                 outcome = _fix_one(path, rules, args)
+                if outcome.not_written:
+                    _fail(f"{path}: {outcome.not_written}")
+                    failed_paths += 1
                 fixed += len(outcome.applied)
                 shown.append((path, [(a.code, a.name) for a in outcome.applied]))
                 if outcome.changed:
@@ -235,12 +248,12 @@ def _run(argv: list[str] | None) -> int:
                 if args.add_noqa and result.diagnostics:
                     noqa_added += _add_noqa(path, result)
                 results.append(result)
-    except FileNotFoundError as exc:
-        return _fail(f"no such file or directory: {exc.args[0]}")
-    except OSError as exc:
-        return _fail(f"{exc.filename}: {exc.strerror}")
-    except engine.InternalError as exc:
-        return _fail(f"internal error, please report: {exc}")
+        except OSError as exc:
+            _fail(str(exc) if isinstance(exc, files.ReadError) else f"{path}: {exc.strerror or exc}")
+            failed_paths += 1
+        except engine.InternalError as exc:
+            _fail(f"internal error, please report: {exc}")
+            failed_paths += 1
 
     for result in results:
         for warning in result.warnings:
@@ -249,7 +262,7 @@ def _run(argv: list[str] | None) -> int:
 
     if args.add_noqa:
         print(f"Added {_plural(noqa_added, 'noqa directive')}.", file=sys.stderr)
-        return EXIT_CLEAN
+        return EXIT_ERROR if failed_paths else EXIT_CLEAN
     if args.show_fixes and fixing:
         _show_fixes(shown, would=args.diff, to_stdout=not args.diff and args.output_format == "text"
                     and not args.output_file and not args.statistics)
@@ -257,8 +270,10 @@ def _run(argv: list[str] | None) -> int:
         sys.stdout.write("".join(diffs))
         print(f"Would fix {_plural(fixed, 'problem')}" + (f" in {_plural(would_change, 'file')}." if fixed else "."),
               file=sys.stderr)
-        return EXIT_FINDINGS if would_change and not args.exit_zero else EXIT_CLEAN
-    return _report(args, settings, results, fixed)
+        status = EXIT_FINDINGS if would_change and not args.exit_zero else EXIT_CLEAN
+    else:
+        status = _report(args, settings, results, fixed)
+    return EXIT_ERROR if failed_paths else status
 
 
 def _with_unused_noqa(rules, args):
@@ -299,7 +314,7 @@ def _diff(path: str, old: str, new: str) -> str:
 
 
 def _add_noqa(path: str, result) -> int:
-    from cglint import fix, noqa
+    from cglint import files, fix, noqa
 
     if result.notebook is not None:  # comments go on the cells' lines; the JSON around them stays
         from cglint import notebook
@@ -322,9 +337,10 @@ def _add_noqa(path: str, result) -> int:
         if fix.check_source(new, path) is not None:
             _warn(f"{path}: adding `# noqa` would break the file; left unchanged")
             return 0
-        with open(path, "rb") as fh:
-            bom = fh.read(3) == b"\xef\xbb\xbf"
-        fix.write_atomic(path, (b"\xef\xbb\xbf" if bom else b"") + new.encode("utf-8"))
+        read = files.read(path)
+        if read.text != result.source:
+            raise files.ReadError(path, "changed on disk since cglint read it; not written")
+        fix.write_back(read, new)
     return changed
 
 
@@ -397,7 +413,10 @@ def _report(args, settings, results, fixed: int) -> int:
         try:
             fixmod.write_atomic(args.output_file, text)
         except OSError as exc:
-            return _fail(f"{args.output_file}: cannot write: {exc.strerror}")
+            from cglint.files import ReadError
+
+            reason = exc.reason if isinstance(exc, ReadError) else (exc.strerror or str(exc)).lower()
+            return _fail(f"{args.output_file}: cannot write: {reason}")
     else:
         sys.stdout.write(text)
     remaining = sum(len(r.diagnostics) for r in results)

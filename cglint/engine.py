@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import ast
-import warnings
+import re
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from cglint import files, noqa, quickscan, reach
+from cglint import source as pysource
 from cglint.diagnostics import Diagnostic, FileResult
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from cglint.diagnostics import Finding
     from cglint.rules import Rule
 
@@ -31,63 +33,53 @@ def lint_source(
     same positions) and then leaves `FileResult.module` unset, since fixes need the full tree.
     `apply_noqa=False` keeps what line `# noqa` comments suppress, for hosts that apply their
     own (flake8)."""
-    text = source
-    scan = None
     # --report-unused-noqa judges every `# noqa` comment: such files are parsed in full.
     unused_noqa = apply_noqa and rules is not None and any(
         getattr(r, "code", r) == "CG100" for r in rules) and noqa.mentions_noqa(source)
     if unused_noqa:
         prefilter = reduce = False
-    if prefilter:
-        if not files.may_hold_site(source):
-            return FileResult(path, source, [], parsed=False)
+    if prefilter and not files.may_hold_site(source):
+        return FileResult(path, source, [], parsed=False)
+    # Python's parser decides what is a syntax error, and guards libcst against nesting that
+    # crashes it (cglint.source).
+    tree, python_error = pysource.parse(source)
+    from cglint.rules import CODES, rules as rule_classes
+
+    if python_error is not None:
+        # Python's parser says where the error is and what it is, as `python file.py` would
+        # (an unclosed `(` on the line of the `(`); message and range name the same place.
+        return _syntax_error(path, source, rule_classes(CODES if rules is None else rules), python_error.line,
+                             python_error.column, f"cannot parse: {python_error.message}", apply_noqa)
+    text = pysource.analysis_text(source, tree) if tree is not None else source
+    reduced = False
     aliases = reach.tensorflow_aliases(path) if tensorflow_aliases is None else tensorflow_aliases
     if prefilter:
-        scan = quickscan.scan(source, aliases)
+        scan = quickscan.scan(text, aliases, tree) if tree is not None else None
         if scan is not None and not scan.relevant:
             return FileResult(path, source, [], parsed=False)
         if reduce and scan is not None:
-            text = scan.reduced
-    import libcst as cst
-
-    from cglint.rules import CODES, rules as rule_classes
-    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
-
+            text, reduced = scan.reduced, True
     rules = rule_classes(CODES if rules is None else rules)
-    error = _python_syntax_error(source) if scan is None else None
-    if error is not None:
-        # Python's own parser says where the error is and what it is (as `python file.py`
-        # would); libcst's message names a position of its own tokenizer.
-        diags = [error] if SyntaxErrorRule in rules else []
-        for d in diags:
-            d.path = path
-        kept, notes = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
-        return FileResult(path, source, kept, parsed=False, warnings=notes)
-    try:
-        module = cst.parse_module(text)
-    except cst.ParserSyntaxError as exc:
-        diags = []
-        if any(r is SyntaxErrorRule for r in rules):
-            message = f"cannot parse: {exc.message.splitlines()[0] if exc.message else 'invalid syntax'}"
-            diags.append(_diagnostic(path, SyntaxErrorRule, exc.raw_line, exc.raw_column + 1, exc.raw_line,
-                                     exc.raw_column + 2, message))
-        kept, notes = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
-        return FileResult(path, source, kept, parsed=False, warnings=notes)
-    except RecursionError:
-        diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, "cannot parse: nesting too deep")]
-        return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
+    module, problem, text = _parse_libcst(text, tree is not None)
+    if module is None:
+        # Python compiles the file but libcst cannot parse it: not the user's syntax error.
+        reason = problem[2] if problem is not None else "libcst cannot parse it"
+        return FileResult(path, source, [], parsed=False,
+                          warnings=[f"not analysed: Python accepts this file but {reason.removeprefix('cannot parse: ')}"])
 
-    result = analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=text is source,
-                     unused_noqa=unused_noqa, aliases=aliases)
-    return result
+    if not reduced and (text != source or "\x0c" in source or source.startswith("\ufeff")):
+        # libcst drops a leading BOM and form feeds in indentation: fixes map back (cglint.fix)
+        pysource.remember(module, source, text)
+    return analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=not reduced,
+                   unused_noqa=unused_noqa, aliases=aliases)
 
 
 def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = True, full_tree: bool = True,
             positions: Callable[[list], Any] | None = None, unused_noqa: bool = False,
             aliases: tuple[str, ...] = ()) -> FileResult:
     """A parsed module -> model -> rules -> positions -> noqa. `positions(nodes)` gives each
-    finding node its CodeRange (by default libcst's position pass over `module`, paid only when
-    there are findings; the language server passes positions it computed per statement).
+    finding node its CodeRange (by default the model's position pass over `module`, paid only
+    when there are findings; the language server passes positions it computed per statement).
     `full_tree`: `module` is all of `source` (fixes can be applied to it); `aliases`: modules
     configured as re-exports of TensorFlow."""
     from cglint.model import ModuleModel
@@ -123,16 +115,56 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
                                where.end.column + 1, finding.message)
             diag.fix = finding.fix
             diags.append(diag)
-    kept, notes = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+    kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
     if unused_noqa:
         from cglint.rules import cg100_unused_noqa
 
         kept = _sorted(kept + cg100_unused_noqa.diagnostics(path, source, module, diags, rules))
     return FileResult(path, source, kept, parsed=True, module=module if full_tree else None, model=model,
-                      warnings=notes)
+                      warnings=warnings)
+
+
+def _parse_libcst(text: str, python_accepts: bool) -> tuple[cst.Module | None, tuple[int, int, str] | None, str]:
+    import libcst as cst
+
+    """libcst's parse, or (None, (line, column, message)), and the text parsed. A file Python accepts may still trip
+    libcst's tokenizer on tab/space indentation that Python accepts (it compares indentation
+    with tabs as 8 columns and as 1): retried with each indenting tab as one space, which keeps
+    both the block structure and every position."""
+    try:
+        return cst.parse_module(text), None, text
+    except cst.ParserSyntaxError as exc:
+        problem = (exc.raw_line, exc.raw_column + 1, f"cannot parse: {exc.message}")
+    except RecursionError:
+        problem = (1, 1, "cannot parse: nesting too deep")
+    except Exception as exc:  # noqa: BLE001 - e.g. CSTValidationError on a newer Unicode identifier
+        problem = None if not str(exc) else (1, 1, f"cannot parse: {type(exc).__name__}: {exc}")
+    if python_accepts and "\t" in text:
+        untabbed = _INDENT_TABS.sub(lambda m: m.group(0).replace("\t", " "), text)
+        try:
+            return cst.parse_module(untabbed), None, untabbed
+        except Exception:  # noqa: BLE001
+            pass
+    return None, problem, text
+
+
+_INDENT_TABS = re.compile(r"(?m)^[ \t\f]*\t[ \t\f]*")
+
+
+def _syntax_error(path: str, source: str, rules: list[type[Rule]], line: int, column: int, message: str,
+                  apply_noqa: bool) -> FileResult:
+    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
+    diags = []
+    if SyntaxErrorRule in rules:
+        diags.append(_diagnostic(path, SyntaxErrorRule, line, column, line, column + 1, message))
+    kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+    return FileResult(path, source, kept, parsed=False, warnings=warnings)
 
 
 def lint_file(path: str, rules: Rules | None = None, reduce: bool = False) -> FileResult:
+    """Lint a file on disk. Raises files.ReadError (naming the path) when it cannot be read as a
+    file; content cglint cannot take (undecodable, too large) is a CG000 "cannot read"."""
     if path.endswith(".ipynb"):  # a notebook: its code cells as one module (cglint.notebook)
         from cglint import notebook
         from cglint.rules import CODES, rules as rule_classes
@@ -141,37 +173,13 @@ def lint_file(path: str, rules: Rules | None = None, reduce: bool = False) -> Fi
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:
-        wanted = list(rules) if rules is not None else ["CG000"]
-        if not any(r == "CG000" or getattr(r, "code", None) == "CG000" for r in wanted):
-            return FileResult(path, "", [], parsed=False)
+        from cglint.rules import CODES, rules as rule_classes
         from cglint.rules.cg000_syntax_error import SyntaxErrorRule
 
-        return FileResult(path, "", [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")], parsed=False)
+        rules = rule_classes(CODES if rules is None else rules)
+        diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")] if SyntaxErrorRule in rules else []
+        return FileResult(path, "", diags, parsed=False)
     return lint_source(source, path, rules, reduce=reduce)
-
-
-def _python_syntax_error(source: str) -> Diagnostic | None:
-    """CG000 where Python's parser puts the error (None when it parses), with its message:
-    an unclosed `(` is reported on the line of the `(`, as Python reports it."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(source)
-    except SyntaxError as exc:
-        from cglint.rules.cg000_syntax_error import SyntaxErrorRule
-
-        lines = source.splitlines() or [""]
-        line = min(max(exc.lineno or 1, 1), len(lines))
-        text = lines[line - 1]
-        # `offset` is 1-based; Python counts it in code points of the line (bytes before 3.10).
-        column = min(max(exc.offset or 1, 1), len(text) + 1)
-        end_line, end_column = line, column + 1
-        if exc.end_lineno == exc.lineno and exc.end_offset and exc.end_offset > column:
-            end_column = min(exc.end_offset, len(text) + 1)
-        return _diagnostic("", SyntaxErrorRule, line, column, end_line, end_column, f"cannot parse: {exc.msg}")
-    except (ValueError, RecursionError, MemoryError):
-        return None  # null bytes, deep nesting: libcst's parse reports what it can
-    return None
 
 
 def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int, end_col: int, message: str) -> Diagnostic:

@@ -37,6 +37,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from cglint import engine, files, quickscan, reach
+from cglint import source as pysource
 from cglint.diagnostics import Diagnostic, FileResult
 
 
@@ -222,7 +223,9 @@ class Analysis:
             return Lint(FileResult(path, source, [], parsed=False), [])
         tree, chunks = python_parse(source, previous)
         aliases = reach.tensorflow_aliases(path)
-        scan = quickscan.scan(source, aliases, tree) if tree is not None else None
+        # The text the engine analyses (lone CRs as newlines, pathological expressions stubbed;
+        # same lines and columns): cglint.source.analysis_text.
+        scan = quickscan.scan(pysource.analysis_text(source, tree), aliases, tree) if tree is not None else None
         if scan is not None and not scan.relevant:
             return Lint(FileResult(path, source, [], parsed=False), [], chunks)
         if superseded():
