@@ -126,6 +126,11 @@ def describe_signature(sig: tuple) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
+def _unknown_dims(sig: tuple) -> int:
+    return sum(100 if not isinstance(shape, tuple) and shape is None else
+               sum(d is None for d in shape) if isinstance(shape, tuple) else 0 for _, shape in sig)
+
+
 def _compatible(symbolic: tuple, concrete: tuple) -> bool:
     if len(symbolic) != len(concrete):
         return False
@@ -168,8 +173,9 @@ class _CreatesVariable(Exception):
 
 
 class Tracer:
-    def __init__(self, calls: int = 1):
+    def __init__(self, calls: int = 1, tolerances: dict | None = None):
         self.calls = max(1, int(calls))
+        self.tolerances = {k: v for k, v in (tolerances or {}).items() if v is not None}  # rtol, atol, probes
         self.sinks: list[Callable[[dict], None]] = []
         self.records: dict[Any, _Record | None] = {}
         self.local = threading.local()
@@ -291,7 +297,8 @@ class Tracer:
             return
         self.finished = True
         for rec in [r for r in list(self.records.values()) if r is not None]:
-            for sig, entry in list(rec.symbolic.items()):
+            # Most specific signatures first: checking (float32[4, 3]) also covers (float32[None, 3]).
+            for sig, entry in sorted(rec.symbolic.items(), key=lambda kv: _unknown_dims(kv[0])):
                 if entry["covered"]:
                     continue
                 try:
@@ -299,13 +306,17 @@ class Tracer:
                 except Exception as e:
                     report = {"verdict": "skipped", "reference": None, "max_rel_error": None,
                               "detail": f"no inputs could be built for {describe_signature(sig)}: {message_of(e)}"}
+                    concrete = None
                 else:
                     report = self.check(entry["f"], inputs, entry["kwargs"], rec.intentional)
-                    concrete = describe_signature(concrete)
+                covers = [s for s, e in rec.symbolic.items()
+                          if not e["covered"] and (s == sig or (concrete is not None and _compatible(s, concrete)))]
+                for s in covers:
+                    rec.symbolic[s]["covered"] = True
                 self.emit({"event": "check", "function": rec.key, "how": "exit",
-                           "signature": describe_signature(sig), "inputs": concrete
-                           if not isinstance(concrete, tuple) else describe_signature(concrete),
-                           "covers": [describe_signature(sig)], "report": report})
+                           "signature": describe_signature(sig),
+                           "inputs": describe_signature(concrete) if concrete is not None else None,
+                           "covers": [describe_signature(s) for s in covers], "report": report})
 
     # ------------------------------------------------------------------ the check itself
     def check(self, f, args, kwargs, intentional: bool) -> dict:
@@ -319,7 +330,8 @@ class Tracer:
                 with _quiet(), _rng_preserved(), _no_new_variables():
                     check_gradient = _import_check()
                     fn = functools.partial(f, **kwargs) if kwargs else f
-                    box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional).to_dict()
+                    box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional,
+                                                   **self.tolerances).to_dict()
             except BaseException as e:  # the check must never reach the user's program
                 box["report"] = {"verdict": "skipped", "reference": None, "max_rel_error": None,
                                  "detail": f"the check itself failed: {message_of(e)}"}
@@ -329,8 +341,8 @@ class Tracer:
         thread.join()
         report = box.get("report") or {"verdict": "skipped", "detail": "the check did not finish"}
         if "_CreatesVariable" in (report.get("detail") or ""):
-            report = {**report, "verdict": "skipped", "detail": "not checked: the forward creates a "
-                      "tf.Variable on every call, and checking it would add variables to the program"}
+            report = {**report, "verdict": "skipped", "detail": "the forward creates a tf.Variable on every "
+                      "call, and running it again to check it would add variables to the program"}
         return report
 
 
@@ -537,12 +549,12 @@ class _Finder:
         return spec
 
 
-def install(calls: int = 1) -> Tracer:
+def install(calls: int = 1, tolerances: dict | None = None) -> Tracer:
     """Installs the (one) tracer in this process: now if TensorFlow is already imported, else as
     soon as it is. Returns it; add sinks to `tracer.sinks`."""
     global _tracer
     if _tracer is None:
-        _tracer = Tracer(calls)
+        _tracer = Tracer(calls, tolerances)
         module = sys.modules.get(CG_MODULE)
         if module is not None:
             patch(module, _tracer)
@@ -572,7 +584,11 @@ def install_from_environment() -> None:
     directory = os.environ.get("CGLINT_TRACE_DIR")
     if not directory:
         return
-    tracer = install(int(os.environ.get("CGLINT_TRACE_CALLS", "1") or 1))
+    try:
+        tolerances = json.loads(os.environ.get("CGLINT_TRACE_TOLERANCES") or "{}")
+    except ValueError:
+        tolerances = {}
+    tracer = install(int(os.environ.get("CGLINT_TRACE_CALLS", "1") or 1), tolerances)
     tracer.sinks.append(file_sink(directory))
     _install_excepthook(tracer)
 
