@@ -639,8 +639,19 @@ def _enclosing(code, tracer: Tracer) -> _Record | None:
     return None
 
 
+_RECORDED_OP = re.compile(r"Recorded operation '([^']+)' returned too few gradients")
+
+
 def functions_in_traceback(exc: BaseException, tracer: Tracer) -> list[_Record]:
-    out = []
+    """The user functions an exception came through: the functions custom_gradient.py's frames
+    were running for, or (the count check of a graph-mode backward, raised by the tape itself)
+    the one function of that name the message gives."""
+    out: list[_Record] = []
+    m = _RECORDED_OP.search(str(exc))
+    if m:
+        named = [r for r in tracer.records.values() if r is not None and r.key["qualname"].split(".")[-1] == m.group(1)]
+        if len(named) == 1:
+            out.append(named[0])
     tb = exc.__traceback__
     while tb is not None:
         frame = tb.tb_frame

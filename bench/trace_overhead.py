@@ -1,0 +1,126 @@
+"""What `cglint trace` adds to a training run, at 200 and 1,000 steps.
+
+    python bench/trace_overhead.py [--repeats 3] [--steps 200 1000]
+
+The program: a Keras 3 model whose layer builds a custom-gradient closure over its kernel in
+`call` (the shape cglint trace is for), trained with a GradientTape loop, eagerly (every step
+goes through cglint's hook: the worst case) and under `tf.function` (the step is traced once).
+Each configuration runs in a fresh process, plain and under `cglint trace`, alternating, and the
+table shows medians: the loop's own time (measured inside the program, first step to last) and
+the whole process. The check runs at the first call per input signature only, so the added time
+should be the same at 200 and at 1,000 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROGRAM = '''
+import sys, time
+import keras
+import tensorflow as tf
+
+
+class TanhDense(keras.layers.Layer):
+    def __init__(self, units, **kw):
+        super().__init__(**kw)
+        self.units = units
+
+    def build(self, shape):
+        self.kernel = self.add_weight(shape=(shape[-1], self.units), initializer="glorot_uniform", name="kernel")
+
+    def call(self, inputs):
+        @tf.custom_gradient
+        def dense_tanh(x):
+            y = tf.tanh(tf.matmul(x, self.kernel))
+
+            def grad(upstream, variables=None):
+                dz = upstream * (1 - y * y)
+                return tf.matmul(dz, self.kernel, transpose_b=True), [tf.matmul(x, dz, transpose_a=True)]
+
+            return y, grad
+
+        return dense_tanh(inputs)
+
+
+steps, mode = int(sys.argv[1]), sys.argv[2]
+model = keras.Sequential([keras.Input(shape=(16,)), TanhDense(32), keras.layers.Dense(1)])
+opt = keras.optimizers.SGD(0.01)
+x = tf.random.stateless_normal([64, 16], seed=[1, 2])
+y = tf.reduce_sum(x, axis=1, keepdims=True)
+
+
+def step():
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((model(x) - y) ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+
+if mode == "graph":
+    step = tf.function(step)
+start = time.perf_counter()
+for _ in range(steps):
+    loss = step()
+float(loss)
+print(f"LOOP {time.perf_counter() - start:.4f}")
+'''
+
+
+def run_once(program: Path, steps: int, mode: str, traced: bool) -> tuple[float, float]:
+    cmd = [sys.executable, str(program), str(steps), mode]
+    if traced:
+        cmd = [sys.executable, "-m", "cglint", "trace", "--"] + cmd
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    wall = time.perf_counter() - start
+    loop = [ln for ln in proc.stdout.splitlines() if ln.startswith("LOOP ")]
+    if proc.returncode != 0 or not loop:
+        raise SystemExit(f"run failed ({' '.join(cmd)}):\n{proc.stdout}\n{proc.stderr}")
+    if traced and "1 custom gradient checked: 1 match" not in proc.stderr:
+        raise SystemExit(f"the traced run did not check the layer:\n{proc.stderr}")
+    return float(loop[0].split()[1]), wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, nargs="+", default=[200, 1000])
+    ap.add_argument("--modes", nargs="+", default=["eager", "graph"], choices=["eager", "graph"])
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        program = Path(tmp, "train_loop.py")
+        program.write_text(PROGRAM)
+        rows = []
+        for mode in args.modes:
+            for steps in args.steps:
+                samples: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+                for _ in range(args.repeats):  # alternate plain and traced runs
+                    for traced in (False, True):
+                        samples[traced].append(run_once(program, steps, mode, traced))
+                med = {t: (statistics.median(s[0] for s in v), statistics.median(s[1] for s in v))
+                       for t, v in samples.items()}
+                rows.append((mode, steps, med[False][0], med[True][0], med[False][1], med[True][1]))
+                print(f"  done: {mode} {steps} steps", file=sys.stderr, flush=True)
+    print(f"medians of {args.repeats} alternating runs; times in seconds")
+    print()
+    print("| loop | steps | loop, plain | loop, traced | added to loop | process, plain | process, traced "
+          "| added to process |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for mode, steps, lp, lt, wp, wt in rows:
+        print(f"| {mode} | {steps} | {lp:.2f} | {lt:.2f} | {lt - lp:+.2f} | {wp:.2f} | {wt:.2f} | {wt - wp:+.2f} |")
+
+
+if __name__ == "__main__":
+    main()
