@@ -57,6 +57,10 @@ Key = tuple[str, str, str]  # (relative path, code, line hash)
 def keys(result: FileResult, anchor: Path) -> list[tuple[Key, Diagnostic]]:
     lines = result.source.splitlines()
     rel = relative(result.path, anchor)
+    if result.notebook is not None:  # a notebook's lines are its cells' (cglint.notebook)
+        from cglint.notebook import frame_lines
+
+        return [((rel, d.code, line_hash(frame_lines(result, d), d.line)), d) for d in result.diagnostics]
     return [((rel, d.code, line_hash(lines, d.line)), d) for d in result.diagnostics]
 
 

@@ -208,7 +208,8 @@ def _run(argv: list[str] | None) -> int:
 
     for result in results:
         for warning in result.warnings:
-            _warn(f"{result.path}:{warning}" if warning[:1].isdigit() else f"{result.path}: {warning}")
+            _warn(f"{result.path}:{warning}" if warning[:1].isdigit() or warning.startswith("cell ")
+                  else f"{result.path}: {warning}")
 
     if args.add_noqa:
         print(f"Added {_plural(noqa_added, 'noqa directive')}.", file=sys.stderr)
@@ -244,13 +245,17 @@ def _fix_one(path: str, rules, args):
 
     outcome = fix.fix_file(path, rules, unsafe=args.unsafe_fixes, write=not args.diff)
     for dropped in outcome.dropped:
-        _warn(f"{path}:{dropped.line}: {dropped.code} fix not applied: {dropped.reason}")
+        _warn(f"{path}:{dropped.line}: {dropped.code} fix not applied: {dropped.reason}")  # `cell 3:4` in a notebook
     if not outcome.converged:
         _warn(f"{path}: fixes did not settle after {fix.MAX_ROUNDS} rounds; run --fix again and report this")
     return outcome
 
 
 def _diff(path: str, old: str, new: str) -> str:
+    if path.endswith(".ipynb"):  # the changed cells, not the notebook's JSON
+        from cglint import notebook
+
+        return notebook.diff(path, old, new)
     lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                  fromfile=f"a/{path}", tofile=f"b/{path}")
     text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
@@ -259,6 +264,20 @@ def _diff(path: str, old: str, new: str) -> str:
 
 def _add_noqa(path: str, result) -> int:
     from cglint import fix, noqa
+
+    if result.notebook is not None:  # comments go on the cells' lines; the JSON around them stays
+        from cglint import notebook
+
+        try:
+            new_raw, changed, places = notebook.add_noqa(path, result)
+        except notebook.NotebookError as exc:
+            _warn(f"{path}: cannot add `# noqa` to the notebook: {exc}")
+            return 0
+        for place in places:
+            _warn(f"{path}:{place}: cannot add `# noqa` here (the line ends inside a string or continues)")
+        if new_raw is not None:
+            fix.write_atomic(path, new_raw.encode("utf-8"))
+        return changed
 
     new, changed, skipped = noqa.add_noqa(result.source, result.diagnostics)
     for line in skipped:
@@ -375,9 +394,13 @@ def _run_stdin(args, settings) -> int:
             sys.stdout.write(source)
         return EXIT_CLEAN
     rules = _with_unused_noqa(settings.rules_for(name) if args.stdin_filename else settings.rules, args)
+    from cglint import notebook
+
+    nb = notebook.is_notebook(name)  # the buffer is a notebook's JSON
     try:
         if args.fix or args.diff:
-            outcome = fix.fix_source(source, name, rules, unsafe=args.unsafe_fixes)
+            fixer = notebook.fix_text if nb else fix.fix_source
+            outcome = fixer(source, name, rules, unsafe=args.unsafe_fixes)
             if args.show_fixes:
                 _show_fixes([(name, [(a.code, a.name) for a in outcome.applied])], would=args.diff, to_stdout=False)
             if args.diff:
@@ -387,7 +410,7 @@ def _run_stdin(args, settings) -> int:
             sys.stderr.write(render(args.output_format, [outcome.result],
                                     Context(fixed=len(outcome.applied), unsafe_fixes=args.unsafe_fixes)))
             return EXIT_FINDINGS if outcome.remaining and not args.exit_zero else EXIT_CLEAN
-        result = engine.lint_source(source, name, rules)
+        result = notebook.lint_text(source, name, rules) if nb else engine.lint_source(source, name, rules)
     except engine.InternalError as exc:
         return _fail(f"internal error, please report: {exc}")
     for warning in result.warnings:

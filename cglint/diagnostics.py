@@ -90,6 +90,13 @@ class Diagnostic:
     message: str
     runtime: dict[str, Any] | None = field(default=None, compare=False)
     fix: Fix | None = field(default=None, compare=False, repr=False)
+    cell: int | None = None  # notebooks: the 1-based cell; `line`s are then lines of that cell
+
+    @property
+    def location(self) -> str:
+        """`path:line:col`, or `nb.ipynb:cell 3:4:9` in a notebook."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
 
     def is_fixable(self, unsafe: bool = False) -> bool:
         """Whether `--fix` (`--unsafe-fixes` with `unsafe`) fixes this finding: `Fix.applies`."""
@@ -120,6 +127,8 @@ class Diagnostic:
                 "edits": edits if edits is not None else [],
             },
         }
+        if self.cell is not None:
+            out["cell"] = self.cell
         if self.runtime is not None:
             out["runtime"] = self.runtime
         return out
@@ -135,3 +144,4 @@ class FileResult:
     model: Any = field(default=None, repr=False)  # its ModuleModel, for the runtime planner
     # `line: text` notes about the file that are not findings (e.g. unknown codes in `# noqa`).
     warnings: list[str] = field(default_factory=list)
+    notebook: Any = field(default=None, repr=False)  # a cglint.notebook.Notebook for `.ipynb` files

@@ -95,6 +95,10 @@ def lint_source(
 
 
 def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, reduce: bool = False) -> FileResult:
+    if path.endswith(".ipynb"):  # a notebook: its code cells as one module (cglint.notebook)
+        from cglint import notebook
+
+        return notebook.lint_file(path, rules, reduce=reduce)
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:

@@ -12,13 +12,16 @@ DEFAULT_EXCLUDED_DIRS = frozenset(
      "site-packages", "build", "dist", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 )
 
+# What a directory walk lints: Python sources and, as ruff does by default, notebooks.
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
+
 
 def discover(
     paths: Iterable[str],
     excluded: Callable[[str, bool, bool], bool] | None = None,
     force_exclude: bool = False,
 ) -> Iterator[str]:
-    """Python files under `paths`, in a stable order. Raises FileNotFoundError for a path
+    """Python files and Jupyter notebooks (`.ipynb`) under `paths`, in a stable order. Raises FileNotFoundError for a path
     that does not exist (a usage error, reported by the CLI in one line).
 
     `excluded(path, is_dir, parents)` (e.g. `Settings.is_excluded`) decides what to skip while
@@ -45,7 +48,7 @@ def _walk(root: Path, excluded: Callable[[str, bool, bool], bool] | None) -> Ite
             and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
         )
         for name in sorted(filenames):
-            if name.endswith((".py", ".pyi")):
+            if name.endswith(SOURCE_SUFFIXES):
                 full = os.path.join(dirpath, name)
                 if excluded is None or not excluded(full, False, False):
                     yield os.path.normpath(full)

@@ -251,6 +251,10 @@ def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = 
     `write=False` nothing is written (for --diff). Raises OSError / files.UndecodableError."""
     from cglint import engine, files
 
+    if path.endswith(".ipynb"):  # a notebook: fixed as one module, written back cell by cell
+        from cglint import notebook
+
+        return notebook.fix_file(path, rules, unsafe, write)
     with open(path, "rb") as fh:
         raw = fh.read()
     bom = raw.startswith(b"\xef\xbb\xbf")

@@ -16,8 +16,9 @@ def test_fixtures_report_every_code_and_exit_1():
     by_file = {}
     for d in out["diagnostics"]:
         by_file.setdefault(d["path"], set()).add(d["code"])
+        notebook = {"cell"} if d["path"].endswith(".ipynb") else set()  # a notebook's findings name the cell
         assert set(d) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity",
-                          "message", "fixable", "fix"}
+                          "message", "fixable", "fix"} | notebook
     from cglint.rules import ALL_RULES
 
     every = {r.code for r in ALL_RULES}
@@ -27,6 +28,7 @@ def test_fixtures_report_every_code_and_exit_1():
         assert by_file[f"fixtures/rules/{code.lower()}_bad.py"] == {code}
     assert by_file["fixtures/seed/original.py"] >= {"CG001", "CG002", "CG004", "CG005"}
     assert by_file["fixtures/seed/seed_fix.py"] >= {"CG003", "CG004"}
+    assert by_file["fixtures/notebooks/seed_op.ipynb"] == {"CG001", "CG002", "CG004", "CG005"}
     assert "fixtures/seed/correct.py" not in by_file
     assert not any(p.endswith("_good.py") for p in by_file)
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import libcst as cst
+import nbformat
 import pytest
 from support import ENV, FIXTURES, cglint
 
@@ -292,10 +293,13 @@ def test_fix_every_fixture(tmp_path, unsafe):
     for path in work.rglob("*.py"):
         if path.name != "cg000_bad.py":
             cst.parse_module(path.read_text())
-    snapshot = {p: p.read_bytes() for p in work.rglob("*.py")}
+    for path in work.rglob("*.ipynb"):  # notebooks are fixed too, and stay valid
+        nbformat.validate(nbformat.reads(path.read_text(), as_version=4))
+    sources = [*work.rglob("*.py"), *work.rglob("*.ipynb")]
+    snapshot = {p: p.read_bytes() for p in sources}
     again = cglint(*flags, "--isolated", ".", cwd=work)
     assert "fixed" not in again.stdout.split("\n")[-2]
-    assert {p: p.read_bytes() for p in work.rglob("*.py")} == snapshot
+    assert {p: p.read_bytes() for p in sources} == snapshot
 
 
 def test_unsafe_fix_makes_the_seed_clean_of_the_contract_bugs(tmp_path):

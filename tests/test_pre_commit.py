@@ -28,6 +28,17 @@ def op(x):
 '''
 
 
+def _notebook() -> str:
+    """BAD as a Jupyter notebook: the import in one cell, the op in the next (after a magic)."""
+    import nbformat
+
+    head, op = BAD.split("\n\n\n", 1)
+    nb = nbformat.v4.new_notebook(metadata={"language_info": {"name": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell(head, id="imports"), nbformat.v4.new_markdown_cell("The op:", id="md"),
+                nbformat.v4.new_code_cell("%load_ext autoreload\n" + op.rstrip("\n"), id="op")]
+    return nbformat.writes(nb) + "\n"
+
+
 def _git(*args, cwd):
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
@@ -47,6 +58,8 @@ def test_pre_commit_hooks_fail_then_fix(tmp_path, head):
     repo.mkdir()
     _git("init", "-q", cwd=repo)
     (repo / "ops.py").write_text(BAD)
+    (repo / "notebooks").mkdir()
+    (repo / "notebooks" / "op.ipynb").write_text(_notebook())  # pre-commit's `jupyter` type
     # Excluded in the configuration: pre-commit names it, --force-exclude must skip it.
     (repo / "generated").mkdir()
     (repo / "generated" / "ops_gen.py").write_text(BAD)
@@ -66,7 +79,10 @@ def test_pre_commit_hooks_fail_then_fix(tmp_path, head):
     assert check.returncode == 1, check.stdout + check.stderr
     assert "ops.py:9:" in check.stdout and "CG005" in check.stdout
     assert "generated/" not in check.stdout
+    # The op is cell 3; its `cos(y)` is on line 7 of the cell (the magic is line 1).
+    assert "notebooks/op.ipynb:cell 3:7:" in check.stdout, check.stdout
     assert (repo / "ops.py").read_text() == BAD
+    assert (repo / "notebooks" / "op.ipynb").read_text() == _notebook()
 
     fix = pre_commit("cglint-fix")
     assert fix.returncode == 1, fix.stdout + fix.stderr  # pre-commit fails a hook that modifies files
@@ -74,6 +90,8 @@ def test_pre_commit_hooks_fail_then_fix(tmp_path, head):
     fixed = (repo / "ops.py").read_text()
     assert "tf.math.cos(x)" in fixed and "tf.math.cos(y)" not in fixed
     assert (repo / "generated" / "ops_gen.py").read_text() == BAD
+    fixed_nb = (repo / "notebooks" / "op.ipynb").read_text()
+    assert "tf.math.cos(x)" in fixed_nb and "%load_ext autoreload" in fixed_nb
 
     again = pre_commit()
     assert again.returncode == 0, again.stdout + again.stderr

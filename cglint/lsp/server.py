@@ -370,6 +370,9 @@ def _overlaps(a: lsp.Range, b: lsp.Range) -> bool:
 
 def build_server() -> CglintServer:
     server = CglintServer()
+    from cglint.lsp import notebook as notebooks
+
+    notebooks.register(server)  # notebookDocument/* sync: diagnostics per cell (cglint/lsp/notebook.py)
 
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: CglintServer, params: lsp.InitializeParams) -> None:
@@ -444,6 +447,8 @@ def build_server() -> CglintServer:
                     lsp.DiagnosticOptions(identifier="cglint", inter_file_dependencies=False, workspace_diagnostics=False))
     async def diagnostic(ls: CglintServer, params: lsp.DocumentDiagnosticParams) -> lsp.DocumentDiagnosticReport:
         buffer = ls.buffers.get(params.text_document.uri)
+        if buffer is None and (cell := await notebooks.pull(ls, params.text_document.uri)) is not None:
+            return lsp.RelatedFullDocumentDiagnosticReport(items=cell)  # a notebook cell
         lint = await ls.current_lint(buffer) if buffer is not None else None
         if lint is None:
             return lsp.RelatedFullDocumentDiagnosticReport(items=[])

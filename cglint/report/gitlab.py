@@ -21,6 +21,16 @@ from cglint.diagnostics import FileResult
 SEVERITY = {"error": "major", "warning": "minor", "info": "info"}
 
 
+def _lines(result: FileResult, d) -> dict:
+    """The finding's lines in the file; in a notebook, the lines of the `.ipynb` that hold
+    the cell's code (where the merge request's diff shows it), else the cell's own."""
+    begin, end = d.line, max(d.end_line, d.line)
+    nb = result.notebook
+    if d.cell is not None and nb is not None:
+        begin, end = nb.file_line(d.cell, d.line) or begin, nb.file_line(d.cell, end) or end
+    return {"begin": begin, "end": max(begin, end)}
+
+
 def render(results: list[FileResult], context=None) -> str:
     from cglint.baseline import fingerprints, relative
     from cglint.report import Context
@@ -37,7 +47,6 @@ def render(results: list[FileResult], context=None) -> str:
                 "categories": ["Bug Risk"],
                 "fingerprint": fingerprint,
                 "severity": SEVERITY.get(d.severity, "minor"),
-                "location": {"path": relative(d.path, root),
-                             "lines": {"begin": d.line, "end": max(d.end_line, d.line)}},
+                "location": {"path": relative(d.path, root), "lines": _lines(result, d)},
             })
     return json.dumps(issues, indent=2) + "\n"

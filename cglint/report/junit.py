@@ -25,6 +25,6 @@ def render(results: list[FileResult], context=None) -> str:
         case = ET.SubElement(suite, "testcase", name=_clean(result.path), classname="cglint", file=_clean(result.path))
         for d in result.diagnostics:
             failure = ET.SubElement(case, "failure", message=_clean(f"{d.code} {d.message}"), type=d.code)
-            failure.text = _clean(f"{d.path}:{d.line}:{d.column}: {d.code} ({d.name}) {d.message}")
+            failure.text = _clean(f"{d.location}: {d.code} ({d.name}) {d.message}")
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

@@ -3,7 +3,8 @@
 One run; `tool.driver.rules` lists every rule (id, name, descriptions, help, helpUri, default
 level) and each result points at its rule by `ruleId` and `ruleIndex`. Locations are URIs
 relative to `%SRCROOT%` (the repository root, declared in `originalUriBaseIds`); files outside
-it get absolute `file:` URIs. Columns count code points (`columnKind`). A fixable finding
+it get absolute `file:` URIs. In a notebook, regions count lines within a cell and carry it as
+`properties.cell` (1-based). Columns count code points (`columnKind`). A fixable finding
 carries its fix as `artifactChanges` with one replacement per edit.
 """
 
@@ -56,8 +57,12 @@ def _location(path: str, root: Path) -> dict[str, Any]:
     return {"uri": quote(rel.as_posix()), "uriBaseId": "%SRCROOT%"}
 
 
-def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:
-    return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": max(end_column, column)}
+def _region(line: int, column: int, end_line: int, end_column: int, cell: int | None = None) -> dict[str, Any]:
+    region: dict[str, Any] = {"startLine": line, "startColumn": column, "endLine": end_line,
+                              "endColumn": max(end_column, column)}
+    if cell is not None:  # a notebook: lines and columns are within this (1-based) cell
+        region["properties"] = {"cell": cell}
+    return region
 
 
 def _fixes(result: FileResult, d: Diagnostic, artifact: dict[str, Any]) -> list[dict[str, Any]]:
@@ -66,10 +71,14 @@ def _fixes(result: FileResult, d: Diagnostic, artifact: dict[str, Any]) -> list[
     from cglint.fix import text_edits
 
     edits = text_edits(result.source, result.module, d.fix)
+    if d.cell is not None:
+        from cglint.notebook import cell_edits
+
+        edits = cell_edits(result, edits)
     if not edits:
         return []
     replacements = [
-        {"deletedRegion": _region(e.start_line, e.start_column, e.end_line, e.end_column),
+        {"deletedRegion": _region(e.start_line, e.start_column, e.end_line, e.end_column, getattr(e, "cell", None)),
          "insertedContent": {"text": e.text}}
         for e in edits
     ]
@@ -136,7 +145,7 @@ def render(results: list[FileResult], context=None) -> str:
                 "message": {"text": d.message},
                 "locations": [{"physicalLocation": {
                     "artifactLocation": artifact,
-                    "region": _region(d.line, d.column, d.end_line, d.end_column),
+                    "region": _region(d.line, d.column, d.end_line, d.end_column, d.cell),
                 }}],
             }
             if entry["ruleIndex"] < 0:

@@ -1,4 +1,4 @@
-"""The default output: `path:line:col: CODE message` (`CODE [*]` when `--fix` can fix it), the
+"""The default output: `path:line:col: CODE message` (`nb.ipynb:cell 3:4:9: ...` in a notebook) (`CODE [*]` when `--fix` can fix it), the
 source line with a caret under the span, and a summary line."""
 
 from __future__ import annotations
@@ -20,9 +20,13 @@ def render(results: list[FileResult], context=None) -> str:
         files_with += 1
         lines = result.source.splitlines()
         for d in result.diagnostics:
+            if d.cell is not None:  # a notebook: the frame shows the cell's own lines
+                from cglint.notebook import frame_lines
+
+                lines = frame_lines(result, d)
             total += 1
             star = " [*]" if d.is_fixable(unsafe) else ""
-            out.append(f"{d.path}:{d.line}:{d.column}: {d.code}{star} {d.message}")
+            out.append(f"{d.location}: {d.code}{star} {d.message}")
             out.extend(_frame(d, lines))
             if d.runtime is not None:
                 out.insert(len(out) - 1, f"  = runtime: {describe(d.runtime)}")
@@ -31,7 +35,8 @@ def render(results: list[FileResult], context=None) -> str:
         out.append("Runtime checks:")
         for r in runtime:
             against = f" vs {r['reference']}" if r.get("reference") else ""
-            out.append(f"  {r['path']}:{r['line']}: {r['function']}: {r['verdict']}{against}: {r.get('detail') or ''}")
+            cell = f"cell {r['cell']}:" if r.get("cell") is not None else ""
+            out.append(f"  {r['path']}:{cell}{r['line']}: {r['function']}: {r['verdict']}{against}: {r.get('detail') or ''}")
             if r.get("checked"):  # `cglint trace`: how the function was checked
                 out.append(f"      ({r['checked']})")
         out.append("")

@@ -55,7 +55,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
         start, end = span.start.line, span.end.line
         if isinstance(site.forward, cst.FunctionDef) and site.forward.decorators:
             start = positions[site.forward.decorators[0]].start.line
-        mine = [d for d in result.diagnostics if start <= d.line <= end or d.line == positions[site.wrapper].start.line]
+        mine = [d for d in result.diagnostics
+                if start <= _module_line(result, d) <= end or _module_line(result, d) == positions[site.wrapper].start.line]
         if not mine and not everything:
             continue
         def_line = positions[site.anchor].start.line
@@ -72,6 +73,11 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
         request["function"] = name
         planned.append(Planned(site, start, request, mine, skip, end))
     return planned
+
+
+def _module_line(result: FileResult, d: Diagnostic) -> int:
+    """The diagnostic's line in the linted module (a notebook's diagnostics count lines in cells)."""
+    return result.notebook.module_line(d) if result.notebook is not None else d.line
 
 
 def _import_name(model: ModuleModel, site: GradientSite) -> tuple[str, str | None]:

@@ -31,7 +31,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_module_checks(module_path: str, functions: list[dict], timeout: float = 60.0,
-                      seed: int = 0) -> list[dict]:
+                      seed: int = 0, cwd: str | None = None) -> list[dict]:
     """Checks `functions` of the module at `module_path` in one child process.
 
     Each entry of `functions` is a dict with `function` (qualified name: `op`, `Class.method`)
@@ -39,6 +39,7 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
     side found, for the input search), `intentional`, `rtol`, `atol`, and any keys the caller
     wants echoed back (`line`, ...). Returns one dict per entry, in order: the entry's own keys
     plus `path`, `verdict`, `reference`, `max_rel_error`, `detail`, `seed`, `args`, `inputs`.
+    The child runs in `cwd` (default: the module's directory).
     """
     functions = list(functions)
     with tempfile.TemporaryDirectory(prefix="cglint-") as tmp:
@@ -54,7 +55,7 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
             proc = subprocess.Popen(
                 [sys.executable, "-m", "cglint.runtime.child", str(req_path), str(res_path)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env=env, cwd=str(Path(module_path).resolve().parent),
+                env=env, cwd=cwd or str(Path(module_path).resolve().parent),
                 start_new_session=True)  # its own process group, so a hang is killed whole
         except OSError as e:
             return [{**f, "path": module_path, **_skipped(f"could not start the child: {e}", seed)}

@@ -54,7 +54,15 @@ def run_runtime(
         result, planned = job
         reachable = [p for p in planned if p.skip is None]
         requests = [{**{k: v for k, v in (tolerances or {}).items() if v is not None}, **p.request} for p in reachable]
-        verdicts = run_module_checks(result.path, requests, timeout=timeout) if reachable else []
+        if not reachable:
+            verdicts = []
+        elif result.notebook is not None:  # a notebook runs as the module of its code cells
+            from cglint.notebook import as_module
+
+            with as_module(result) as (module_path, cwd):
+                verdicts = run_module_checks(module_path, requests, timeout=timeout, cwd=cwd)
+        else:
+            verdicts = run_module_checks(result.path, requests, timeout=timeout)
         by_plan = dict(zip(map(id, reachable), verdicts))
         pairs = []
         for p in planned:
@@ -86,9 +94,13 @@ def run_runtime(
             summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
             for diag in planned.diagnostics:
                 diag.runtime = summary
-            out.append({"path": result.path, "function": planned.request["function"], "line": planned.line,
-                        **summary, "inputs": verdict.get("inputs"), "seed": verdict.get("seed"),
-                        "args": verdict.get("args", [])})
+            entry = {"path": result.path, "function": planned.request["function"], "line": planned.line,
+                     **summary, "inputs": verdict.get("inputs"), "seed": verdict.get("seed"),
+                     "args": verdict.get("args", [])}
+            if result.notebook is not None:  # lines of a notebook are lines of a cell
+                cell, entry["line"] = result.notebook.position(planned.line)
+                entry = {"path": entry.pop("path"), "cell": cell, **entry}
+            out.append(entry)
             done += 1
         if progress is not None and display is None:
             progress(f"runtime: {done}/{total} functions checked ({result.path})")
