@@ -50,7 +50,6 @@ CG_MODULE = "tensorflow.python.ops.custom_gradient"
 _CG_FILE = os.path.join("tensorflow", "python", "ops", "custom_gradient.py")
 _INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
 _VAR_REPR = re.compile(r"<tf\.Variable '([^']*)'.*?>", re.DOTALL)
-_RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
 
 _tracer: "Tracer | None" = None
 
@@ -95,51 +94,52 @@ def _is_tensor(x) -> bool:
 
 
 def signature(args) -> tuple:
-    """One entry per flattened positional input: (dtype name, shape with None for unknown dims)
-    for tensors and variables, the type name (and value) for Python values."""
+    """One entry per flattened positional input: ("tensor", dtype name, shape with None for
+    unknown dimensions, or None for unknown rank) for tensors and variables, ("python", type
+    name, None) for anything else. Python values are not part of it: a float that changes every
+    step must not make every step a new signature to check."""
     from tensorflow.python.util import nest
 
     out = []
     for x in nest.flatten(args):
         if _is_tensor(x):
             try:
-                dims = x.shape.as_list() if x.shape.rank is not None else None
+                dims = tuple(x.shape.as_list()) if x.shape.rank is not None else None
             except ValueError:
                 dims = None
-            out.append((x.dtype.name, tuple(dims) if dims is not None else None))
-        elif isinstance(x, (bool, int, float)):
-            out.append((type(x).__name__, x))
+            out.append(("tensor", x.dtype.name, dims))
         else:
-            out.append((type(x).__name__, None))
+            out.append(("python", type(x).__name__, None))
     return tuple(out)
 
 
 def describe_signature(sig: tuple) -> str:
     parts = []
-    for kind, shape in sig:
-        if isinstance(shape, tuple):
-            parts.append(f"{kind}[{', '.join('None' if d is None else str(d) for d in shape)}]")
-        elif shape is None and kind not in ("bool", "int", "float"):
-            parts.append(f"{kind}[unknown rank]" if kind[:1].islower() and kind not in ("NoneType",) else kind)
+    for kind, name, shape in sig:
+        if kind == "python":
+            parts.append(name)
+        elif shape is None:
+            parts.append(f"{name}[unknown rank]")
         else:
-            parts.append(f"{kind}({shape!r})")
+            parts.append(f"{name}[{', '.join('None' if d is None else str(d) for d in shape)}]")
     return "(" + ", ".join(parts) + ")"
 
 
 def _unknown_dims(sig: tuple) -> int:
-    return sum(100 if not isinstance(shape, tuple) and shape is None else
-               sum(d is None for d in shape) if isinstance(shape, tuple) else 0 for _, shape in sig)
+    return sum(100 if kind == "tensor" and shape is None else sum(d is None for d in shape or ())
+               for kind, _, shape in sig)
 
 
-def _compatible(symbolic: tuple, concrete: tuple) -> bool:
-    if len(symbolic) != len(concrete):
+def _compatible(general: tuple, concrete: tuple) -> bool:
+    """True if every input of `concrete` fits `general` (same dtypes, known dimensions equal)."""
+    if len(general) != len(concrete):
         return False
-    for (k1, s1), (k2, s2) in zip(symbolic, concrete):
-        if k1 != k2:
+    for (k1, n1, s1), (k2, n2, s2) in zip(general, concrete):
+        if (k1, n1) != (k2, n2):
             return False
-        if isinstance(s1, tuple) and isinstance(s2, tuple):
-            if len(s1) != len(s2) or any(a is not None and a != b for a, b in zip(s1, s2)):
-                return False
+        if s1 is not None and (s2 is None or len(s1) != len(s2) or
+                               any(a is not None and a != b for a, b in zip(s1, s2))):
+            return False
     return True
 
 
@@ -284,7 +284,11 @@ class Tracer:
         if sig in rec.symbolic:
             return
         covered = any(_compatible(sig, s) for s in rec.eager)
-        rec.symbolic[sig] = {"f": f, "kwargs": dict(kwargs), "covered": covered}
+        from tensorflow.python.util import nest
+
+        python_values = [x for x in nest.flatten(args) if not _is_tensor(x)]
+        rec.symbolic[sig] = {"f": f, "kwargs": dict(kwargs), "covered": covered, "python": python_values,
+                             "structure": args}
         self.emit({"event": "symbolic", "function": rec.key, "signature": describe_signature(sig),
                    "covered": covered})
         if not covered and not self._atexit:
@@ -302,7 +306,7 @@ class Tracer:
                 if entry["covered"]:
                     continue
                 try:
-                    inputs, concrete = _random_inputs(sig)
+                    inputs, concrete = _random_inputs(sig, entry["structure"], entry["python"])
                 except Exception as e:
                     report = {"verdict": "skipped", "reference": None, "max_rel_error": None,
                               "detail": f"no inputs could be built for {describe_signature(sig)}: {message_of(e)}"}
@@ -363,33 +367,37 @@ def _import_check():
     return check_gradient
 
 
-def _random_inputs(sig: tuple):
-    """Inputs for a signature recorded under tf.function: unknown dimensions become 2, floats
-    are uniform in [0.5, 1.5) (away from the kinks at 0 and the edges of log/sqrt domains),
-    integers 1, booleans False; Python values are reused as they were."""
+def _random_inputs(sig: tuple, structure, python_values: list):
+    """Inputs for a signature recorded under tf.function, in the structure of the recorded call:
+    unknown dimensions become 2, floats are uniform in [0.5, 1.5) (away from the kinks at 0 and
+    the edges of log/sqrt domains), integers 1, booleans False; Python values are the recorded
+    ones. Returns (inputs, the concrete signature)."""
     import numpy as np
     import tensorflow as tf
+    from tensorflow.python.util import nest
 
     rng = np.random.default_rng(0)
-    out, concrete = [], []
-    for kind, shape in sig:
-        if kind in ("bool", "int", "float") and not isinstance(shape, tuple):
-            out.append(shape)
-            concrete.append((kind, shape))
+    python_values = list(python_values)
+    flat, concrete = [], []
+    for kind, name, shape in sig:
+        if kind == "python":
+            flat.append(python_values.pop(0))
+            concrete.append((kind, name, None))
             continue
         if shape is None:
             raise ValueError("an input of unknown rank")
         dims = tuple(2 if d is None else d for d in shape)
-        dtype = tf.as_dtype(kind)
+        dtype = tf.as_dtype(name)
         if dtype.is_floating or dtype.is_complex:
             value = tf.constant(rng.uniform(0.5, 1.5, size=dims), dtype=dtype)
         elif dtype.is_bool:
             value = tf.zeros(dims, dtype=tf.bool)
         else:
             value = tf.ones(dims, dtype=dtype)
-        out.append(value)
-        concrete.append((kind, dims))
-    return out, tuple(concrete)
+        flat.append(value)
+        concrete.append((kind, name, dims))
+    inputs = nest.pack_sequence_as(list(structure), flat)
+    return inputs, tuple(concrete)
 
 
 class _quiet:
