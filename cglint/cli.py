@@ -140,7 +140,9 @@ def _run(argv: list[str] | None) -> int:
         sys.stdout.write(rule.documentation())
         return EXIT_CLEAN
     if args.list_rules:
-        for rule in RULES_BY_CODE.values():
+        from cglint.rules.cg100_unused_noqa import UnusedNoqa
+
+        for rule in [*RULES_BY_CODE.values(), UnusedNoqa]:
             print(f"{rule.code}  {rule.name:<30} {rule.summary}")
         return EXIT_CLEAN
     if args.add_noqa and (args.fix or args.diff):

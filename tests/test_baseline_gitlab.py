@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import jsonschema
-from support import FIXTURES, cglint
+from inprocess import cglint
+from support import FIXTURES
 
 DATA = Path(__file__).parent / "data"
 SEED = (FIXTURES / "seed" / "original.py").read_text()

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from support import cglint
+from inprocess import cglint
 
 from cglint.engine import lint_source
 from cglint.fix import fix_source
@@ -160,3 +160,11 @@ def test_unused_noqa_in_a_file_without_custom_gradients_and_on_its_own_line():
     out = fix_source(src, "m.py", rules)
     assert out.new_source == "import numpy as np\n\nx = np.ones(3)\n"
     assert not out.remaining
+
+
+def test_cg100_is_listed_and_explained(tmp_path):
+    listed = cglint("--list-rules", cwd=tmp_path)
+    assert listed.stdout.splitlines()[-1].startswith("CG100  unused-noqa ")
+    explained = cglint("--explain", "cg100", cwd=tmp_path)
+    assert explained.returncode == 0 and explained.stdout.startswith("# unused-noqa (CG100)")
+    assert "## Fix safety" in explained.stdout
