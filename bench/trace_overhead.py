@@ -119,12 +119,16 @@ def main() -> None:
                 for traced in (False, True):
                     samples.setdefault((mode, steps, traced), []).append(run_once(program, steps, mode, traced))
             print(f"  round {r + 1}/{args.repeats} done", file=sys.stderr, flush=True)
-        rows = []
-        for mode, steps in configs:
-            med = {t: [statistics.median(run[i] for run in samples[(mode, steps, t)]) for i in range(4)]
-                   for t in (False, True)}
-            rows.append((mode, steps, med[False], med[True]))
-    print(f"medians of {args.repeats} alternating runs per row; seconds")
+            table(configs, samples, r + 1)  # after every round, so an interrupted run still has one
+
+
+def table(configs, samples, rounds: int) -> None:
+    rows = []
+    for mode, steps in configs:
+        med = {t: [statistics.median(run[i] for run in samples[(mode, steps, t)]) for i in range(4)]
+               for t in (False, True)}
+        rows.append((mode, steps, med[False], med[True]))
+    print(f"medians of {rounds} interleaved runs per cell; seconds")
     print()
     print("| loop | steps | loop CPU, plain | loop CPU, traced | added | process CPU, plain | process CPU, traced "
           "| added | loop wall, plain | loop wall, traced |")
@@ -132,6 +136,7 @@ def main() -> None:
     for mode, steps, p, t in rows:
         print(f"| {mode} | {steps} | {p[1]:.2f} | {t[1]:.2f} | {t[1] - p[1]:+.2f} | {p[3]:.2f} | {t[3]:.2f} "
               f"| {t[3] - p[3]:+.2f} | {p[0]:.2f} | {t[0]:.2f} |")
+    print(flush=True)
 
 
 if __name__ == "__main__":
