@@ -98,6 +98,11 @@ def signature(args) -> tuple:
     unknown dimensions, or None for unknown rank) for tensors and variables, ("python", type
     name, None) for anything else. Python values are not part of it: a float that changes every
     step must not make every step a new signature to check."""
+    # Fast path, taken at every eager call: a flat tuple of eager tensors.
+    try:
+        return tuple(("tensor", x.dtype.name, x._shape_tuple()) for x in args)
+    except (AttributeError, TypeError, ValueError):
+        pass
     from tensorflow.python.util import nest
 
     out = []
