@@ -225,9 +225,14 @@ class Tracer:
         if rec is None:
             return original(f, args, kwargs)
         try:
-            (self._on_eager if eager else self._on_symbolic)(rec, f, args, kwargs)
+            settled = (self._on_eager if eager else self._on_symbolic)(rec, f, args, kwargs)
         except Exception:
-            pass
+            settled = False
+        if settled:
+            # A signature already checked: the call goes straight to TensorFlow (what its backward
+            # could raise, the check and the first call's backward already saw), so later steps
+            # of an eager loop cost only the signature.
+            return original(f, args, kwargs)
         stack = self.local.__dict__.setdefault("stack", [])
         stack.append(rec)
         try:
@@ -271,12 +276,13 @@ class Tracer:
             pass
 
     # ------------------------------------------------------------------ eager and symbolic calls
-    def _on_eager(self, rec: _Record, f, args, kwargs) -> None:
+    def _on_eager(self, rec: _Record, f, args, kwargs) -> bool:
+        """Checks the call if its signature is still within budget; True if nothing was left to do."""
         sig = signature(args)
         covers = [s for s, entry in rec.symbolic.items() if not entry["covered"] and _compatible(s, sig)]
         n = rec.eager.get(sig, 0)
         if n >= self.calls and not covers:
-            return
+            return True
         rec.eager[sig] = n + 1
         for s in covers:
             rec.symbolic[s]["covered"] = True
