@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from cglint import __version__
+from cglint import __version__, reach
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -75,13 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--no-baseline", action="store_true", help="ignore the configured baseline")
     base.add_argument("--prune-baseline", action="store_true",
                       help="with a baseline: rewrite it without its stale entries (those matching no finding)")
-    rt = p.add_argument_group("runtime check (needs the runtime extra: TensorFlow)")
+    rt = p.add_argument_group("runtime check (needs TensorFlow, any distribution, in this environment)")
     # `--runtime` takes no separate value (a path may follow it); `--runtime=all` is spelled
     # with `=` and rewritten to `--runtime-scope all` before parsing.
     rt.add_argument("--runtime", action="store_const", const="flagged",
                     help="also check the flagged functions numerically against TensorFlow autodiff; "
                          "--runtime=all checks every custom-gradient function")
     rt.add_argument("--runtime-scope", dest="runtime", choices=["flagged", "all"], help=argparse.SUPPRESS)
+    rt.add_argument("--runtime-order", type=int, choices=[1, 2], metavar="{1,2}",
+                    help="2: also compare second derivatives and forward-mode JVPs with autodiff "
+                         "(default: [tool.cglint.runtime] order, else 1)")
     rt.add_argument("--runtime-timeout", type=_positive_seconds, metavar="SECONDS",
                     help="per-module time limit for --runtime (default: [tool.cglint.runtime] timeout, else 120)")
     p.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
@@ -163,6 +166,7 @@ def _run(argv: list[str] | None) -> int:
             extend_exclude=args.extend_exclude, force_exclude=args.force_exclude or None,
         )
         settings.rules  # noqa: B018 - validates the selection before any file is read
+        reach.use(settings.tensorflow_aliases)  # this run's configuration, for every file
     except config.ConfigError as exc:
         return _fail(str(exc))
 
@@ -348,6 +352,9 @@ def _report(args, settings, results, fixed: int) -> int:
         timeout = args.runtime_timeout if args.runtime_timeout is not None else settings.runtime.timeout
         sites = sum(len(r.model.sites) for r in results if r.model is not None)
         tolerances = {"rtol": settings.runtime.rtol, "atol": settings.runtime.atol, "probes": settings.runtime.probes}
+        order = args.runtime_order or settings.runtime.order
+        if order > 1:
+            tolerances["order"] = order
         runtime = run_runtime(results, everything=args.runtime == "all", timeout=timeout,
                               progress=terminal_progress(sites), tolerances=tolerances)
     if args.statistics:

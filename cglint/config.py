@@ -13,6 +13,7 @@
     rtol = 1e-5                     # default: by dtype
     atol = 0.0
     probes = 3                      # random upstream gradients per check
+    order = 1                       # 2: second derivatives and JVPs too (--runtime-order)
 
 Library entry points (the language server uses them too): `load(start, config_file=None)` ->
 `Settings`; `Settings.with_overrides(...)` for command-line options; `Settings.rules_for(path)`;
@@ -43,8 +44,9 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "site-packages", "build", "dist", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache",
 )
 
-_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime", "baseline")
-_RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes")
+_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime", "baseline",
+         "tensorflow-aliases")
+_RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes", "order")
 
 
 class ConfigError(ValueError):
@@ -59,6 +61,7 @@ class RuntimeSettings:
     rtol: float | None = None
     atol: float | None = None
     probes: int = 3
+    order: int = 1  # 2: also the second derivative and forward mode (--runtime-order)
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ class Settings:
     force_exclude: bool = False
     layers: tuple[_Selection, ...] = ()
     baseline: Path | None = None  # `baseline = "..."`, resolved against the configuration's directory
+    # Modules that re-export TensorFlow (`lingvo.compat`): `from lingvo import compat as tf` is TensorFlow.
+    tensorflow_aliases: tuple[str, ...] = ()
 
     # ---- command line --------------------------------------------------------------------
 
@@ -240,7 +245,17 @@ def _from_table(table: Any, path: Path, section: str) -> Settings:
         runtime=_runtime(table.get("runtime", {}), f"{section}.runtime in {path}" if section else f"[runtime] in {path}"),
         layers=(_Selection(select, extend_select, ignore),),
         baseline=_baseline(table, path.parent, where),
+        tensorflow_aliases=_module_names(table.get("tensorflow-aliases", ()), "tensorflow-aliases", where),
     )
+
+
+def _module_names(value: Any, key: str, where: str) -> tuple[str, ...]:
+    """Dotted module names (`lingvo.compat`), as a list of strings."""
+    names = _strings(list(value) if isinstance(value, tuple) else value, key, where)
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
+            raise ConfigError(f"`{key}` in {where} must list dotted module names, not {name!r}")
+    return names
 
 
 def _baseline(table: dict[str, Any], root: Path, where: str) -> Path | None:
@@ -265,6 +280,10 @@ def _runtime(table: Any, where: str) -> RuntimeSettings:
             if value < 0 or (key == "timeout" and value == 0):
                 raise ConfigError(f"`{key}` in {where} must be {'positive' if key == 'timeout' else '>= 0'}, not {value!r}")
             values[key] = float(value)
+    if "order" in table:
+        if table["order"] not in (1, 2) or isinstance(table["order"], bool):
+            raise ConfigError(f"`order` in {where} must be 1 or 2, not {table['order']!r}")
+        values["order"] = table["order"]
     if "probes" in table:
         value = table["probes"]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

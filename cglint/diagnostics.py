@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
+
+if TYPE_CHECKING:
+    from cglint.model import GradientSite
 
 
 # How far a fix can be trusted, as ruff's `Applicability`: `safe` fixes keep the behaviour the
@@ -75,6 +78,9 @@ class Finding:
     node: cst.CSTNode
     message: str
     fix: Fix | None = None
+    # The custom-gradient site the finding is about (None for module-level findings such as
+    # CG000 or CG013's unwrapped functions); `Rule.check` fills it in for `check_site` rules.
+    site: GradientSite | None = None
 
 
 @dataclass

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Iterable
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
-from cglint import files, noqa, quickscan
+from cglint import files, noqa, quickscan, reach
 from cglint.diagnostics import Diagnostic, FileResult, Finding
 from cglint.model import ModuleModel
 from cglint.rules import ALL_RULES, Rule
@@ -21,7 +20,7 @@ class InternalError(RuntimeError):
 
 def lint_source(
     source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True, reduce: bool = False,
-    apply_noqa: bool = True,
+    apply_noqa: bool = True, tensorflow_aliases: tuple[str, ...] | None = None,
 ) -> FileResult:
     """Lint one module. `prefilter` skips modules no rule can fire on (text test, then Python's
     fast parser); `reduce` lets libcst parse only the statements that matter (same findings,
@@ -37,7 +36,9 @@ def lint_source(
     if prefilter:
         if not files.may_hold_site(source):
             return FileResult(path, source, [], parsed=False)
-        scan = quickscan.scan(source)
+    aliases = reach.tensorflow_aliases(path) if tensorflow_aliases is None else tensorflow_aliases
+    if prefilter:
+        scan = quickscan.scan(source, aliases)
         if scan is not None and not scan.relevant:
             return FileResult(path, source, [], parsed=False)
         if reduce and scan is not None:
@@ -57,12 +58,12 @@ def lint_source(
         return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
 
     try:
-        model = ModuleModel(module)
+        model = ModuleModel(module, aliases)
         findings: list[tuple[type[Rule], Finding]] = []
         for rule in rules:
             findings.extend((rule, f) for f in rule().check(model))
         # Positions cost a codegen pass over the module: only paid when there is something to say.
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider) if findings else {}
+        positions = model.positions if findings else {}
     except RecursionError:
         # Pathological nesting (thousands of operators) exhausts the walk: say so for this file
         # and go on with the others.

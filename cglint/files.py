@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -55,9 +56,34 @@ def _walk(root: Path, excluded: Callable[[str, bool, bool], bool] | None) -> Ite
 
 
 def may_hold_site(text: str) -> bool:
-    """The prefilter: a file that never mentions `custom_gradient` cannot hold a TensorFlow
-    custom-gradient site, so it is read but never parsed."""
-    return "custom_gradient" in text
+    """The prefilter: only a file that mentions `custom_gradient`, or one that may hold CG013's
+    forgotten decorator, is parsed; every other file is read and never parsed."""
+    return "custom_gradient" in text or may_forget_decorator(text)
+
+
+# An indented `def name(` (a nested function) and a `return value, name` naming it: the text of
+# a function returning `(y, grad_fn)`. Both patterns start with a literal word, which `re`
+# finds with a fast substring scan; the indentation is checked on the few matches.
+_DEF = re.compile(r"def[ \t]+(\w+)[ \t]*\(")
+_RETURN = re.compile(r"return[ \t]+(?:\([^\n#]*,[ \t]*(\w+)[ \t]*\)|[^\n#]*,[ \t]*(\w+))[ \t]*(?:#[^\n]*)?(?=\r?\n|$)")
+
+
+def may_forget_decorator(text: str) -> bool:
+    """The cheap text test for CG013 in files that never mention `custom_gradient`: TensorFlow
+    named (`tensorflow`, or `tf.` for snippets and notebook cells), and some nested def's name
+    returned as the last element of a tuple."""
+    if "tensorflow" not in text and "tf." not in text:
+        return False
+    nested = {m.group(1) for m in _DEF.finditer(text) if _indented(text, m.start())}
+    if not nested:
+        return False
+    return any((m.group(1) or m.group(2)) in nested for m in _RETURN.finditer(text) if _indented(text, m.start()))
+
+
+def _indented(text: str, at: int) -> bool:
+    """Whether only spaces and tabs, at least one, stand between the line's start and `at`."""
+    line = text.rfind("\n", 0, at) + 1
+    return line < at and not text[line:at].strip(" \t")
 
 
 class UndecodableError(ValueError):

@@ -117,7 +117,7 @@ def fix_source(
         if round_number == max_rounds:
             converged = False
             break
-        chosen, new_source = _one_round(result.module, candidates, path, dropped)
+        chosen, new_source = _one_round(result.module, candidates, path, dropped, result.model)
         if not chosen or new_source == current:
             break
         applied += [AppliedFix(d.code, d.line, d.fix.description, d.fix.safe, d.fix.applicability, d.name)  # type: ignore[union-attr]
@@ -128,9 +128,12 @@ def fix_source(
 
 
 def _one_round(
-    module: cst.Module, candidates: list[Diagnostic], path: str, dropped: dict[tuple[str, int, str], DroppedFix]
+    module: cst.Module, candidates: list[Diagnostic], path: str, dropped: dict[tuple[str, int, str], DroppedFix],
+    model=None,
 ) -> tuple[list[Diagnostic], str]:
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    # The engine's positions for this parse, when it computed them (one codegen pass per parse).
+    positions = model.positions if model is not None and model.module is module else (
+        MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))
     taken: list[CodeRange] = []
     chosen: list[Diagnostic] = []
     outcomes: dict[str, Diagnostic] = {}  # result of one fix alone -> the finding it fixed

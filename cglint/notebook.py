@@ -28,8 +28,10 @@ import ast
 import contextlib
 import bisect
 import difflib
+import io
 import json
 import re
+import tokenize
 import warnings
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -82,11 +84,25 @@ class Cell:
 
 
 def mask(source: str) -> tuple[str, frozenset[int]]:
-    """The cell's text with IPython-only lines replaced, line for line, by Python."""
+    """The cell's text with IPython-only lines replaced, line for line, by Python. As in
+    IPython, a `%` or `!` line is a magic only where a statement starts: not inside brackets
+    (`("%s" ...\n     % args)`), a multi-line string or a backslash continuation."""
+    skip: set[int] = set()
+    while True:
+        code, masked, heads = _mask(source, skip)
+        starts = _statement_starts(code) if heads else set()
+        wrong = sorted(n for n in heads if n not in starts)
+        if not wrong:
+            return code, masked
+        skip.add(wrong[0])  # that line continues Python; the lines after it are decided again
+
+
+def _mask(source: str, skip: set[int]) -> tuple[str, frozenset[int], list[int]]:
     out = lines(source)
     masked: set[int] = set()
+    heads: list[int] = []  # first lines of line magics (their continuation lines follow)
     if not out:
-        return "", frozenset()
+        return "", frozenset(), heads
     first = out[0].strip()
     if first.startswith("%%"):
         name = first[2:].split(maxsplit=1)[0] if first[2:].strip() else ""
@@ -95,20 +111,40 @@ def mask(source: str) -> tuple[str, frozenset[int]]:
             out[i] = _blank(out[i])
             masked.add(i + 1)
         if whole:
-            return "".join(out), frozenset(masked)
+            return "".join(out), frozenset(masked), heads
     continued = False
     for i, text in enumerate(out):
-        if i + 1 in masked:
+        if i + 1 in masked or (i + 1 in skip and not continued):
             continue
         body = text.rstrip("\r\n")
         stripped = body.lstrip(" \t")
         if continued or stripped[:1] in ("%", "!") or _ASSIGNED_MAGIC.match(body) or (
                 "?" in body and _HELP.match(body)):
+            if not continued:
+                heads.append(i + 1)
             indent = _INDENT.match(body).group() if not continued else ""  # type: ignore[union-attr]
             out[i] = (indent + "pass" if not continued else "") + text[len(body):]
             masked.add(i + 1)
             continued = body.endswith("\\")
-    return "".join(out), frozenset(masked)
+    return "".join(out), frozenset(masked), heads
+
+
+def _statement_starts(code: str) -> set[int]:
+    """Lines of `code` on which a statement can start (not inside brackets, strings or a
+    backslash continuation). Past a point where the code stops tokenizing, every line counts."""
+    starts, depth, last = {1}, 0, 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            last = tok.start[0]
+            if tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth = max(0, depth - 1)
+            elif tok.type in (tokenize.NEWLINE, tokenize.NL) and depth == 0:
+                starts.add(tok.end[0] + 1)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        starts.update(range(last + 1, code.count("\n") + 2))
+    return starts
 
 
 def _blank(line: str) -> str:
@@ -294,7 +330,8 @@ class Notebook:
 def read(raw: str) -> Notebook:
     """The notebook in `raw` (the file's text). Raises NotebookError."""
     node = validate(raw)
-    language = (node.get("metadata", {}).get("language_info") or {}).get("name")
+    metadata = node.get("metadata", {})
+    language = (metadata.get("language_info") or {}).get("name") or (metadata.get("kernelspec") or {}).get("language")
     if language and language.lower() != "python":
         return Notebook([], "", raw)  # an R or Julia notebook has no Python to lint
     sources = ((i + 1, i, _joined(cell.get("source", ""))) for i, cell in enumerate(node.cells)

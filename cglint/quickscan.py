@@ -24,7 +24,10 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
-from cglint.model import TF_CUSTOM_GRADIENT, normalize
+from cglint.model import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT, alias_to_tensorflow, normalize
+
+# The wrappers that make a site: TensorFlow's, and Keras 3's (tf.custom_gradient on its TF backend).
+_WRAPPERS = TF_CUSTOM_GRADIENT | KERAS_CUSTOM_GRADIENT
 
 
 @dataclass
@@ -34,7 +37,7 @@ class Scan:
     needles: set[str] = field(default_factory=set)
 
 
-def scan(source: str) -> Scan | None:
+def scan(source: str, tensorflow_aliases: tuple[str, ...] = ()) -> Scan | None:
     """None when Python's parser rejects the source (libcst then reports CG000 precisely)."""
     try:
         with warnings.catch_warnings():
@@ -43,7 +46,7 @@ def scan(source: str) -> Scan | None:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     statements = list(_statements(tree.body))
-    imports = _imports(statements)
+    imports = _reach(_imports(statements), tensorflow_aliases, tree, source)
     imports_tf = any(q == "tensorflow" or q.startswith("tensorflow.") for q in imports.values())
     # Only statements on lines that mention custom_gradient can call it; walking just their
     # expressions keeps this scan a small fraction of a full tree walk.
@@ -52,7 +55,7 @@ def scan(source: str) -> Scan | None:
     sites = 0
     for stmt in statements:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if any(_qualname(d, imports) in TF_CUSTOM_GRADIENT for d in stmt.decorator_list):
+            if any(_qualname(d, imports) in _WRAPPERS for d in stmt.decorator_list):
                 sites += 1
                 needles.add(stmt.name)
             elif imports_tf and _returns_value_and_nested_def(stmt):
@@ -61,13 +64,13 @@ def scan(source: str) -> Scan | None:
         if not isinstance(stmt, ast.stmt) or isinstance(stmt, _COMPOUND) or not any(i in mention for i in range(stmt.lineno, (stmt.end_lineno or 0) + 1)):
             continue
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and _qualname(node.func, imports) in TF_CUSTOM_GRADIENT:
+            if isinstance(node, ast.Call) and _qualname(node.func, imports) in _WRAPPERS:
                 sites += 1
                 for arg in [*node.args, *(k.value for k in node.keywords)]:
                     if isinstance(arg, ast.Name):
                         needles.add(arg.id)
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
-            if _qualname(stmt.value.func, imports) in TF_CUSTOM_GRADIENT:
+            if _qualname(stmt.value.func, imports) in _WRAPPERS:
                 needles.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
     if not sites and not needles:
         return Scan(False, source)
@@ -109,14 +112,35 @@ def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
             for member in stmt.body:
                 m_first, m_last = span(member)
                 text = "".join(lines[m_first - 1 : m_last])
+                # `__init__` holds a layer's configuration (`self.bits = bits`), which CG015 reads.
                 if not isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
-                    words.search(text) or any(w in text for w in _VARIABLE_WORDS)
+                    words.search(text) or any(w in text for w in _VARIABLE_WORDS) or member.name == "__init__"
                 ):
                     mark(m_first, m_last)
         else:
             mark(first, last)
+    _keep_referenced(tree, span, keep, mark)
     # A blanked line keeps its line ending so every kept line stays where it was.
     return "".join(line if keep[i + 1] else _ending(line) for i, line in enumerate(lines))
+
+
+def _keep_referenced(tree: ast.Module, span, keep: list[bool], mark) -> None:
+    """Keep the module's functions and classes that kept statements name, transitively: the
+    model follows helpers (`dtan(y)` -> `def dtan`, and the helper it calls), sublayer classes
+    and base classes, so the analysis must see them."""
+    defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    seen: set[str] = set()
+    frontier = [stmt for stmt in tree.body if keep[span(stmt)[0]]]
+    while frontier:
+        stmt = frontier.pop()
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and node.id in defs and node.id not in seen:
+                seen.add(node.id)
+                target = defs[node.id]
+                first, last = span(target)
+                if not all(keep[first:last + 1]):
+                    mark(first, last)
+                    frontier.append(target)
 
 
 def _ending(line: str) -> str:
@@ -169,6 +193,20 @@ def _imports(statements: list[ast.stmt]) -> dict[str, str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 out[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return out
+
+
+def _reach(imports: dict[str, str], aliases: tuple[str, ...], tree: ast.Module, source: str) -> dict[str, str]:
+    """As `model.reach_imports`, over-approximated (the model decides): configured re-exports
+    are TensorFlow, an unimported `tf` is, and so is TensorFlow's own module-local
+    `custom_gradient` (a top-level def exported by `@tf_export("custom_gradient")`)."""
+    out = {name: alias_to_tensorflow(dotted, aliases) for name, dotted in imports.items()} if aliases else dict(imports)
+    if "tf" not in out and "tf." in source:
+        out["tf"] = "tensorflow"
+    if "custom_gradient" not in out and 'tf_export("custom_gradient")' in source:
+        for stmt in tree.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == "custom_gradient":
+                out["custom_gradient"] = "tensorflow.custom_gradient"
     return out
 
 

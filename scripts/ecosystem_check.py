@@ -44,7 +44,7 @@ from cglint.rules import ALL_RULES  # noqa: E402
 # hold no more sites than their wheels, so wheels are used throughout, phiflow 2.2.7 has only an sdist).
 PROJECTS = [
     ("tensorflow-cpu", "2.21.0"),
-    ("keras", "3.15.1"),  # keras.ops.custom_gradient: must yield no TensorFlow sites
+    ("keras", "3.15.1"),  # keras.ops.custom_gradient: tf.custom_gradient on the TF backend (the keras column)
     ("tf-keras", "2.21.0"),
     ("tensorflow-probability", "0.25.0"),
     ("dm-sonnet", "2.0.2"),
@@ -58,7 +58,7 @@ PROJECTS = [
     ("tensorflow-constrained-optimization", "0.2"),
     ("tensorflow-quantum", "0.7.6"),
     ("qhbmlib", "0.3.0", "3.9"),
-    ("lingvo", "0.14.2"),  # imports TensorFlow through lingvo.compat: no sites resolved
+    ("lingvo", "0.14.2"),  # imports TensorFlow through lingvo.compat: resolved by ALIASES
     ("mesh-tensorflow", "0.1.21"),  # Mesh-TF's own custom_gradient
     ("tf-quant-finance", "0.0.1.dev34"),
     ("gpflow", "2.11.2"),
@@ -82,6 +82,8 @@ PROJECTS = [
     ("tf2jax", "0.3.8"),
     ("jax", "0.10.2"),  # jax2tf
 ]
+# `[tool.cglint] tensorflow-aliases` each project would configure: modules re-exporting TensorFlow.
+ALIASES = {"lingvo": ("lingvo.compat",)}
 # Binary wheels are chosen for this platform and Python whatever machine runs the check.
 PLATFORMS = ["manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"]
 PYTHON_VERSION = "3.11"
@@ -145,7 +147,7 @@ def _safe(name: str) -> bool:
 
 
 def lint_project(dist: str, root: Path) -> tuple[dict, list[Finding]]:
-    stats = {"files": 0, "parsed": 0, "sites": 0, "seconds": 0.0}
+    stats = {"files": 0, "parsed": 0, "sites": 0, "keras": 0, "seconds": 0.0}
     findings: list[Finding] = []
     start = time.perf_counter()
     for path in sorted(root.rglob("*.py")):
@@ -155,11 +157,12 @@ def lint_project(dist: str, root: Path) -> tuple[dict, list[Finding]]:
             source = read_source(str(path))
         except UndecodableError:
             continue
-        result = lint_source(source, rel, ALL_RULES)
+        result = lint_source(source, rel, ALL_RULES, tensorflow_aliases=ALIASES.get(dist, ()))
         if result.parsed:
             stats["parsed"] += 1
             # The sites the rules were given: TensorFlow's custom_gradient only, as the model resolves it.
             stats["sites"] += len(result.model.sites)
+            stats["keras"] += sum(site.keras_ops for site in result.model.sites)
         for d in result.diagnostics:
             findings.append(Finding(f"{dist}/{rel}:{d.line} {d.code}", d.message))
     stats["seconds"] = time.perf_counter() - start
@@ -220,14 +223,17 @@ def main(argv: list[str] | None = None) -> int:
         kind = "wheel" if archive.suffix == ".whl" else "sdist"
         rows.append((f"{dist}=={version}", kind, stats, len(findings), new))
 
-    # sites: TensorFlow custom-gradient sites as the model resolves them (what the rules check);
+    # sites: TensorFlow custom-gradient sites as the model resolves them (what the rules check),
+    # of which keras: Keras 3 `keras.ops.custom_gradient` sites (tf.custom_gradient on the TF backend);
     # seconds: linting only (reading, prefilter, parse, rules), not download or unpacking.
-    print(f"{'project':44} {'from':5} {'files':>6} {'parsed':>6} {'sites':>6} {'findings':>8} {'new':>4} {'seconds':>7}")
+    print(f"{'project':44} {'from':5} {'files':>6} {'parsed':>6} {'sites':>6} {'keras':>5} {'findings':>8} {'new':>4} "
+          f"{'seconds':>7}")
     for name, kind, s, n, new in rows:
-        print(f"{name:44} {kind:5} {s['files']:>6} {s['parsed']:>6} {s['sites']:>6} {n:>8} {new:>4} {s['seconds']:>7.2f}")
-    total = {k: sum(r[2][k] for r in rows) for k in ("files", "parsed", "sites", "seconds")}
+        print(f"{name:44} {kind:5} {s['files']:>6} {s['parsed']:>6} {s['sites']:>6} {s['keras']:>5} {n:>8} {new:>4} "
+              f"{s['seconds']:>7.2f}")
+    total = {k: sum(r[2][k] for r in rows) for k in ("files", "parsed", "sites", "keras", "seconds")}
     print(f"{'total (' + str(len(rows)) + ' projects)':44} {'':5} {total['files']:>6} {total['parsed']:>6} {total['sites']:>6} "
-          f"{sum(r[3] for r in rows):>8} {sum(r[4] for r in rows):>4} {total['seconds']:>7.2f}")
+          f"{total['keras']:>5} {sum(r[3] for r in rows):>8} {sum(r[4] for r in rows):>4} {total['seconds']:>7.2f}")
     print(f"whole check: {time.perf_counter() - started:.1f} s (downloads included)")
 
     if args.write_baseline:

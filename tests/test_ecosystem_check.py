@@ -56,7 +56,7 @@ def test_new_finding_fails_and_is_printed(cache, tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"NEW    {DIST}/pkg/ops.py:5 CG009" in out
     row = next(line for line in out.splitlines() if line.startswith(f"{DIST}=="))
-    assert row.split()[1:6] == ["wheel", "2", "2", "2", "1"]  # from, files, parsed, sites, findings
+    assert row.split()[1:7] == ["wheel", "2", "2", "2", "0", "1"]  # from, files, parsed, sites, keras, findings
     assert not (tmp_path / "evil.py").exists() and not (cache / "src" / "evil.py").exists()
 
 

@@ -333,7 +333,7 @@ def test_fix_from_stdin_prints_the_fixed_source(tmp_path):
 def test_cg006_keys_a_hard_coded_order():
     out = fixed((FIXTURES / "rules" / "cg006_bad.py").read_text(), unsafe=True)
     assert [a.code for a in out.applied] == ["CG006"] and not out.applied[0].safe
-    assert ("grads_by_variable = {self.kernel.ref(): tf.transpose(x) @ g, self.bias.ref(): tf.reduce_sum(g, 0)}"
+    assert ("grads_by_variable = {self.kernel.value.ref(): tf.transpose(x) @ g, self.bias.value.ref(): tf.reduce_sum(g, 0)}"
             in out.new_source)
     assert "[grads_by_variable[v.ref()] for v in variables]" in out.new_source
 

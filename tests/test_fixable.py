@@ -126,6 +126,23 @@ def test_display_only_fix_is_reported_never_applied():
         assert not d.is_fixable(unsafe) and d.to_dict(unsafe)["fix"]["applicability"] == "display-only"
 
 
+def test_display_only_fix_is_shown_in_json_and_sarif_but_not_counted():
+    from cglint import engine
+    from cglint.report import Context, render
+
+    result = engine.lint_source(SOURCE, "m.py", [_rule(DISPLAY_ONLY)])
+    for unsafe in (False, True):
+        (d,) = json.loads(render("json", [result], Context(unsafe_fixes=unsafe)))["diagnostics"]
+        assert not d["fixable"] and d["fix"]["applicability"] == "display-only"
+        # `grad` -> `renamed`, as the smallest replacement: `gra` (8:9-8:12) -> `rename`
+        assert d["fix"]["edits"] == [{"content": "rename", "location": {"row": 8, "column": 9},
+                                      "end_location": {"row": 8, "column": 12}}]
+        text = render("text", [result], Context(unsafe_fixes=unsafe))
+        assert "[*]" not in text and "fixable" not in text and "hidden" not in text
+    (entry,) = json.loads(render("sarif", [result]))["runs"][0]["results"]
+    assert entry["fixes"][0]["description"]["text"] == "rename (suggestion: cglint does not apply it)"
+
+
 def test_a_fix_that_does_not_compile_is_refused_by_the_one_validated_path():
     from cglint import engine
 

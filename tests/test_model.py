@@ -32,8 +32,6 @@ def test_tensorflow_spellings_are_sites(imports, decorator):
     "code",
     [
         "import jax\n\n@jax.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n",
-        "from keras import ops\n\n@ops.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n",
-        "import keras\n\n@keras.ops.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n",
         "from tensorflow_probability.python.math import custom_gradient\n"
         "y = custom_gradient(fx=x, gx=g, x=x)\n",
         "import mesh_tensorflow as mtf\n\n@mtf.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n",
@@ -181,3 +179,200 @@ def test_calls_that_reach_a_site_and_forwarded_calls():
     assert by_call["fwd"] == [[], [], []]  # the undecorated forward itself is a plain call
     forwarded = [c for c, _ in m.all_calls if id(c) in m.forwarded_calls]
     assert [m.module.code_for_node(c) for c in forwarded] == ["op(1.0)", "fwd(2.0)", "fwd(3.0)"]
+
+
+# ---- Keras 3 weights and data flow ----------------------------------------------------------
+
+
+def _vars(code):
+    (site,) = model(code).sites
+    return {(v.name, v.keras, v.trainable, v.exact) for v in site.variables}
+
+
+KERAS_LAYER = '''
+import keras
+import tensorflow as tf
+
+class L(keras.layers.Layer):
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(2)
+        self.alpha = keras.Variable(1.0)
+        self.plain = tf.Variable(1.0)
+
+    def build(self, shape):
+        self.kernel = self.add_weight(shape=(3,))
+        self.frozen = self.add_weight(shape=(3,), trainable=False)
+
+    def call(self, x):
+        kernel, bias = self.trainable_weights
+        w = self.kernel
+
+        @tf.custom_gradient
+        def op(x):
+            y = {body}
+            return y, lambda dy, variables=None: (dy, [dy for _ in variables])
+
+        return op(x)
+'''
+
+
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        ("x * self.kernel", {("self.kernel", True, True, True)}),
+        ("x * w", {("w", True, True, True)}),  # an alias made in the enclosing method
+        ("x * kernel + bias", {("kernel", True, True, True), ("bias", True, True, True)}),  # unpacked
+        ("x * self.alpha", {("self.alpha", True, True, True)}),  # keras.Variable
+        ("x * self.plain", {("self.plain", False, True, True)}),  # a tf.Variable on a Keras layer
+        # Reading the backing variable is reading the weight (keyed as `self.kernel.value.ref()`).
+        ("x * self.kernel.value", {("self.kernel", True, True, True)}),
+        ("x * self.frozen", {("self.frozen", True, False, True)}),
+        ("self.dense(x)", {("self.dense", True, True, False)}),  # a sublayer: weights not listed
+    ],
+)
+def test_keras_weights_through_data_flow(body, expected):
+    assert _vars(KERAS_LAYER.replace("{body}", body)) == expected
+
+
+def test_containers_of_variables_on_a_module():
+    code = '''
+import tensorflow as tf
+
+class M(tf.Module):
+    def __init__(self):
+        self.ws = [tf.Variable(1.0), tf.Variable(2.0)]
+        self.params = {"w": tf.Variable(1.0), "b": tf.Variable(0.0)}
+
+    def __call__(self, x):
+        b = self.params["b"]
+
+        @tf.custom_gradient
+        def op(x):
+            return x * self.ws[0] + b, lambda dy: dy
+
+        return op(x)
+'''
+    assert _vars(code) == {("self.ws[0]", False, True, True), ("self.ws[1]", False, True, True),
+                           ("b", False, True, True)}
+
+
+def test_legacy_keras_add_weight_is_a_tf_variable():
+    code = KERAS_LAYER.replace("import keras\n", "import keras\nimport tf_keras\n").replace(
+        "class L(keras.layers.Layer)", "class L(tf_keras.layers.Layer)").replace("{body}", "x * self.kernel")
+    assert _vars(code) == {("self.kernel", False, True, True)}
+
+
+def test_a_read_sees_the_binding_in_effect():
+    m = model('''
+import tensorflow as tf
+
+def f(x):
+    h = tf.sigmoid(x)
+    y = h * x
+    h = x
+    if y is None:
+        h = tf.tan(x)
+    g = lambda dy: h
+    return x
+
+def g(x):
+    x = tf.tan(x)
+    return x
+''')
+    f, g = (s for s in m.root.nested)
+    lam = f.nested[0]
+    (read,) = [n for n in lam.reads if n.value == "h"]
+    # After `h = x` (unconditional) only the later bindings can hold: `x` (the parameter, names
+    # are followed), or `tan(x)` from the if; not `sigmoid(x)`.
+    held = m.resolve(read, lam)
+    assert type(held[0]).__name__ == "Param" and m.module.code_for_node(held[1]) == "tf.tan(x)" and len(held) == 2
+    (y_read,) = [n for n in f.reads if n.value == "h"][:1]  # `y = h * x` reads h = sigmoid(x)
+    assert [m.module.code_for_node(v) for v in m.resolve(y_read, f)] == ["tf.sigmoid(x)"]
+    (arg,) = [n for n in g.reads if n.value == "x"][:1]  # `tf.tan(x)` reads the parameter
+    assert [type(v).__name__ for v in m.resolve(arg, g)] == ["Param"]
+
+
+def test_partial_and_higher_order_grad_fns():
+    m = model('''
+import functools
+import tensorflow as tf
+
+def _grad(dy, x, scale, variables=None):
+    return dy * scale * x
+
+@tf.custom_gradient
+def op(x):
+    return x * x, functools.partial(_grad, x=x, scale=2.0)
+
+@tf.custom_gradient
+def cube(x):
+    @tf.custom_gradient
+    def grad(dy):
+        return dy * 3.0 * x * x, lambda ddx: ddx * 3.0 * x * x
+    return x * x * x, grad
+''')
+    op, cube, _inner = m.sites
+    (g,) = op.grad_fns
+    assert (g.name, g.upstream_params, g.upstream_names, g.accepts_variables) == ("_grad", ["dy"], ["dy"], True)
+    (h,) = cube.grad_fns
+    # The grad fn's own `(value, grad_grad)` return: TensorFlow receives the value alone.
+    assert [m.module.code_for_node(r.value) for r in h.returns] == ["dy * 3.0 * x * x"]
+    assert h.returns[0].pair is None
+
+
+def test_call_arguments_helpers_and_return_pairs():
+    from cglint.model import argument, positional_arguments
+
+    m = model('''
+import tensorflow as tf
+
+def dtan(a, *, k=1):
+    return 1 / tf.square(tf.cos(a))
+
+@tf.custom_gradient
+def op(x):
+    y = tf.tan(x)
+    def grad(dy, *rest, variables=None):
+        return dy * dtan(y), [dy]
+    return y, grad
+''')
+    (site,) = m.sites
+    (grad,) = site.grad_fns
+    call = next(c for c, _ in site.calls() if isinstance(c.func, cst.Name) and c.func.value == "dtan")
+    assert m.module.code_for_node(argument(call, 0, "a")) == "y"
+    assert argument(call, 1) is None and positional_arguments(call) is not None
+    helper = m.helper(call.func, grad.scope)
+    assert helper is not None and helper.params == ["a"]
+    assert grad.upstream_names == ["dy", "rest"]
+    (ret,) = grad.returns
+    assert [m.module.code_for_node(e) for e in ret.pair] == ["dy * dtan(y)", "[dy]"]
+
+
+def test_findings_know_their_site_and_positions_are_computed_once():
+    from cglint.engine import lint_source
+    from cglint.rules import RULES_BY_CODE
+
+    code = KERAS_LAYER.replace("{body}", "x * self.kernel").replace(
+        "lambda dy, variables=None: (dy, [dy for _ in variables])", "lambda dy: dy")
+    mod = cst.parse_module(code)
+    m = ModuleModel(mod)
+    (finding,) = RULES_BY_CODE["CG004"]().check(m)
+    assert finding.site is m.sites[0]
+    first = m.positions
+    assert m.positions is first
+    result = lint_source(code, "l.py", [RULES_BY_CODE["CG004"]], prefilter=False)
+    assert result.model.positions[result.model.sites[0].forward].start.line == 21  # `@tf.custom_gradient`
+
+
+def test_a_sublayer_read_for_its_configuration_reads_no_variable():
+    assert _vars(KERAS_LAYER.replace("{body}", "tf.reshape(x, (-1, self.dense.units))")) == set()
+    assert _vars(KERAS_LAYER.replace("{body}", "x @ self.dense.kernel")) == {("self.dense.kernel", True, True, True)}
+
+
+def test_call_site_findings_know_the_site_they_call():
+    from cglint.rules import RULES_BY_CODE
+
+    m = model("import tensorflow as tf\n\n@tf.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n\ny = op(x=1.0)\n")
+    (finding,) = RULES_BY_CODE["CG010"]().check(m)
+    assert finding.site is m.sites[0]

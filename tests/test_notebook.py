@@ -10,6 +10,7 @@ import shutil
 import jsonschema
 import nbformat
 import pytest
+from inprocess import cglint as inprocess
 from support import FIXTURES, ROOT, cglint
 
 from cglint import notebook
@@ -36,6 +37,11 @@ def make(*cells, metadata=None, **kw):
         else:
             nb.cells.append(nbformat.v4.new_code_cell(cell, id=f"c{i}"))
     return nbformat.writes(nb, **kw) + "\n"
+
+
+def cli(*args, cwd=ROOT):
+    """The CLI in this process (tests/inprocess.py): the done-means tests run the real command."""
+    return inprocess(*args, cwd=cwd)
 
 
 def found(raw: str, path="nb.ipynb"):
@@ -100,7 +106,7 @@ def test_fix_rewrites_only_the_changed_cell_and_settles(tmp_path):
 def test_diff_shows_the_changed_cell_and_writes_nothing(tmp_path):
     work = tmp_path / "nb.ipynb"
     shutil.copy(NB, work)
-    run = cglint("--diff", "--unsafe-fixes", "nb.ipynb", cwd=tmp_path)
+    run = cli("--diff", "--unsafe-fixes", "nb.ipynb", cwd=tmp_path)
     assert run.returncode == 1
     assert run.stdout.startswith("--- a/nb.ipynb:cell 4\n+++ b/nb.ipynb:cell 4\n@@ ")
     assert "-    @tf.function\n" in run.stdout and "+    z = x @ w + b\n" in run.stdout
@@ -113,15 +119,17 @@ def test_runtime_on_the_fixed_notebook_matches(tmp_path):
     pytest.importorskip("tensorflow")
     work = tmp_path / "seed_op.ipynb"
     shutil.copy(NB, work)
-    assert cglint("--fix", "--unsafe-fixes", work.name, cwd=tmp_path).returncode == 0
+    assert cli("--fix", "--unsafe-fixes", work.name, cwd=tmp_path).returncode == 0
     run = cglint("--runtime=all", "--output-format", "json", work.name, cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     (check,) = json.loads(run.stdout)["runtime"]
     assert (check["path"], check["cell"], check["line"], check["function"]) == ("seed_op.ipynb", 4, 1, "custom_op")
     assert check["verdict"] == "match", check
     assert check["inputs"] == "module:x"  # from the call in cell 5: the cells ran as one module
-    text = cglint("--runtime=all", work.name, cwd=tmp_path).stdout
-    assert "seed_op.ipynb:cell 4:1: custom_op: match vs autodiff" in text
+    from cglint.report import Context, render
+
+    text = render("text", [], Context(runtime=[check]))  # the text report of the same verdict
+    assert "  seed_op.ipynb:cell 4:1: custom_op: match vs autodiff: " in text
 
 
 # ---- cells, magics and positions -------------------------------------------------------------
@@ -136,6 +144,10 @@ def test_magics_are_masked_line_for_line():
     assert notebook.mask("%%time\nx = 1\n") == ("\nx = 1\n", frozenset({1}))
     assert notebook.mask("%%bash\necho hi\nls\n") == ("\n\n\n", frozenset({1, 2, 3}))
     assert notebook.mask("a = 1  # 100% sure\nb = a != 2\n")[1] == frozenset()
+    # As in IPython, only where a statement starts: not inside brackets, strings or a continuation.
+    python = 'msg = ("%s and %s"\n       % (a, b))\ndoc = """\n%not a magic\n"""\nn = 7 \\\n    % 3\n'
+    assert notebook.mask(python) == (python, frozenset())
+    assert notebook.mask("x = (1,\n     2)\n%time f()\n")[1] == frozenset({3})
 
 
 def test_positions_after_magics_and_markdown_cells_are_cell_lines():
@@ -162,7 +174,7 @@ def test_noqa_is_per_line_in_cells():
 def test_unknown_noqa_codes_are_warned_about_at_the_cell_line(tmp_path):
     (tmp_path / "nb.ipynb").write_text(make("import tensorflow as tf\nw = tf.Variable(1.0)",
                                             OP.replace("def op(x):", "def op(x):  # noqa: CG999")))
-    run = cglint("nb.ipynb", cwd=tmp_path)
+    run = cli("nb.ipynb", cwd=tmp_path)
     assert "nb.ipynb:cell 2:2: unknown rule code 'CG999'" in run.stderr, run.stderr
 
 
@@ -171,33 +183,36 @@ def test_directories_include_notebooks_and_excludes_apply(tmp_path):
     (tmp_path / "skip").mkdir()
     (tmp_path / "skip" / "b.ipynb").write_text(make("import tensorflow as tf\nw = tf.Variable(1.0)", OP))
     (tmp_path / "pyproject.toml").write_text('[tool.cglint]\nextend-exclude = ["skip/"]\n')
-    out = json.loads(cglint("--output-format", "json", ".", cwd=tmp_path).stdout)["diagnostics"]
+    out = json.loads(cli("--output-format", "json", ".", cwd=tmp_path).stdout)["diagnostics"]
     assert {d["path"] for d in out} == {"a.ipynb"} and len(out) == 2
 
 
 def test_notebooks_that_are_not_python_or_not_notebooks(tmp_path):
-    r_nb = make("library(custom_gradient)", metadata={"language_info": {"name": "R"}})
-    assert found(r_nb) == []
+    python = ("import tensorflow as tf\nw = tf.Variable(1.0)", OP)  # would have two findings in a Python notebook
+    assert found(make(*python, metadata={"language_info": {"name": "R"}})) == []
+    julia = {"kernelspec": {"name": "julia-1.10", "language": "julia", "display_name": "Julia"}}
+    assert found(make(*python, metadata=julia)) == []
+    assert len(found(make(*python))) == 2
     cases = {"bad.ipynb": '{"cells": [custom_gradient', "v3.ipynb": '{"nbformat": 3, "worksheets": [], "x": "custom_gradient"}',
              "invalid.ipynb": '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", '
                               '"source": "custom_gradient"}]}'}
     for name, text in cases.items():
         (tmp_path / name).write_text(text)
-    run = cglint("--output-format", "concise", ".", cwd=tmp_path)
+    run = cli("--output-format", "concise", ".", cwd=tmp_path)
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
     lines = sorted(run.stdout.splitlines())
     assert lines[0].startswith("bad.ipynb:1:1: CG000 cannot read notebook: not valid JSON")
     assert lines[1].startswith("invalid.ipynb:1:1: CG000 cannot read notebook: invalid notebook: ")
     assert lines[2].startswith("v3.ipynb:1:1: CG000 cannot read notebook: not an nbformat 4 notebook")
     (tmp_path / "quiet.ipynb").write_text("not json, and no mention of the decorator")
-    assert cglint("quiet.ipynb", cwd=tmp_path).returncode == 0
+    assert cli("quiet.ipynb", cwd=tmp_path).returncode == 0
 
 
 # ---- output formats ----------------------------------------------------------------------------
 
 
 def test_sarif_regions_carry_the_cell_and_validate(tmp_path):
-    sarif = json.loads(cglint("--output-format", "sarif", NB).stdout)
+    sarif = json.loads(cli("--output-format", "sarif", NB).stdout)
     jsonschema.validate(sarif, SCHEMA)
     results = sarif["runs"][0]["results"]
     regions = [(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]) for r in results]
@@ -209,7 +224,7 @@ def test_sarif_regions_carry_the_cell_and_validate(tmp_path):
 
 
 def test_github_annotations_point_at_the_notebook_file_line():
-    run = cglint("--output-format", "github", NB)
+    run = cli("--output-format", "github", NB)
     lines = NB.read_text().splitlines()
     first = run.stdout.splitlines()[0]
     assert first.startswith(f"::warning file={NB},line=")
@@ -241,10 +256,10 @@ def test_rewrite_keeps_layout_escapes_and_string_sources(tmp_path):
 def test_add_noqa_writes_comments_into_the_cells(tmp_path):
     work = tmp_path / "nb.ipynb"
     shutil.copy(NB, work)
-    run = cglint("--add-noqa", "nb.ipynb", cwd=tmp_path)
+    run = cli("--add-noqa", "nb.ipynb", cwd=tmp_path)
     assert "Added 4 noqa directives." in run.stderr
     nbformat.validate(nbformat.reads(work.read_text(), as_version=4))
-    assert cglint("nb.ipynb", cwd=tmp_path).returncode == 0
+    assert cli("nb.ipynb", cwd=tmp_path).returncode == 0
     assert '"        return dydx, dydw, dydb  # noqa: CG002\\n",' in work.read_text()
 
 
@@ -265,16 +280,47 @@ def test_stdin_with_a_notebook_filename():
 def test_baseline_keys_cell_lines_and_gitlab_points_at_the_file(tmp_path):
     work = tmp_path / "nb.ipynb"
     shutil.copy(NB, work)
-    assert cglint("--write-baseline", "baseline.json", "nb.ipynb", cwd=tmp_path).returncode == 0
+    assert cli("--write-baseline", "baseline.json", "nb.ipynb", cwd=tmp_path).returncode == 0
     # A new cell above the op and a new bug in a new cell: only the new one is reported.
     nb = nbformat.read(work, as_version=4)
     nb.cells.insert(3, nbformat.v4.new_code_cell("scale = 2.0", id="scale"))
     nb.cells.append(nbformat.v4.new_code_cell(OP.replace("def op", "def op2"), id="op2"))
     nbformat.write(nb, work)
-    run = cglint("--baseline", "baseline.json", "--output-format", "concise", "nb.ipynb", cwd=tmp_path)
+    run = cli("--baseline", "baseline.json", "--output-format", "concise", "nb.ipynb", cwd=tmp_path)
     assert [line.split(" ")[:3] for line in run.stdout.splitlines()] == [
         ["nb.ipynb:cell", "7:4:9:", "CG004"], ["nb.ipynb:cell", "7:5:31:", "CG005"]], run.stdout
-    issues = json.loads(cglint("--output-format", "gitlab", "nb.ipynb", cwd=tmp_path).stdout)
+    issues = json.loads(cli("--output-format", "gitlab", "nb.ipynb", cwd=tmp_path).stdout)
     lines = work.read_text().splitlines()
     first = issues[0]["location"]["lines"]["begin"]
     assert lines[first - 1].strip() == '"    @tf.function\\n",'
+
+
+@pytest.mark.parametrize("path", sorted((FIXTURES / "rules").glob("*_bad.py")) + [FIXTURES / "seed" / "original.py"],
+                         ids=lambda p: p.name)
+def test_a_module_split_into_cells_has_the_same_findings_at_the_same_places(path):
+    """Every bad fixture cut into cells at its blank lines, with a magic and a markdown cell
+    between: the same findings, each at the same text, and rewriting unchanged code is a no-op."""
+    from cglint import engine
+
+    source = path.read_text()
+    chunks = [c for c in source.split("\n\n\n") if c.strip()]
+    cells = []
+    for i, chunk in enumerate(chunks):
+        cells += [chunk.strip("\n"), ("markdown", f"part {i}")] if i % 2 else ["%matplotlib inline\n" + chunk.strip("\n")]
+    raw = make(*cells)
+    nb = notebook.read(raw)
+    assert nb.rewrite(nb.code) == (raw, {})
+    result = notebook.lint_text(raw, "nb.ipynb", ALL_RULES)
+    expected = engine.lint_source(source, str(path), ALL_RULES).diagnostics
+
+    def text_at(lines, line, col, end_line, end_col):
+        return lines[line - 1][col - 1:] if end_line != line else lines[line - 1][col - 1:end_col - 1]
+
+    got = [(d.code, text_at(notebook.frame_lines(result, d), d.line, d.column, d.end_line, d.end_column))
+           for d in result.diagnostics]
+    source_lines = source.splitlines()
+    want = [(d.code, text_at(source_lines, d.line, d.column, d.end_line, d.end_column)) for d in expected]
+    if path.name == "cg000_bad.py":  # one broken cell, reported in that cell; the file stops at its error
+        assert [c for c, _ in got] == ["CG000"] and [c for c, _ in want] == ["CG000"]
+    else:
+        assert got == want, "\n".join(map(str, result.diagnostics))

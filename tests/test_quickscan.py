@@ -37,7 +37,7 @@ def test_irrelevant_modules_are_not_relevant():
         "import jax\n\n@jax.custom_gradient\ndef f(x):\n    return x, lambda g: g\n",
         '"""Mentions custom_gradient in a docstring only."""\nimport tensorflow as tf\n',
         "from tensorflow.python.ops import custom_gradient\nh = custom_gradient.copy_handle_data\n",
-        "import keras\n\n@keras.ops.custom_gradient\ndef f(x):\n    return x, lambda g: g\n",
+        "import torch\n\n@torch.custom_gradient\ndef f(x):\n    return x, lambda g: g\n",
     ):
         assert not quickscan.scan(source).relevant
 

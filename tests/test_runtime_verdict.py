@@ -147,9 +147,8 @@ def test_swapped_variables_under_tf_function_say_so():
     customs = [[a[0], a[2], a[1]] for a in autos]
     r = decide(measured([X, gamma, beta], autos, customs, mode="tf.function"))
     assert r.verdict == "mismatch"
-    assert r.detail == ("gradients swapped between variables (under tf.function `variables` comes "
-                        "sorted by name): d/gamma is beta's gradient, d/beta is gamma's gradient "
-                        "(d/x match)")
+    assert r.detail == ("gradients swapped between variables (`variables` comes sorted by name "
+                        "here): d/gamma is beta's gradient, d/beta is gamma's gradient (d/x match)")
     eager = decide(measured([X, gamma, beta], autos))
     both = combine(eager, r)
     assert both.verdict == "mismatch"

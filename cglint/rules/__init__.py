@@ -19,6 +19,8 @@ from cglint.rules.cg010_keyword_call import KeywordCall
 from cglint.rules.cg011_variable_created_inside import VariableCreatedInside
 from cglint.rules.cg012_eager_only_in_gradient import EagerOnlyInGradient
 from cglint.rules.cg013_missing_decorator import MissingDecorator
+from cglint.rules.cg014_keras_variable_identity import KerasVariableIdentity
+from cglint.rules.cg015_non_tensor_argument import NonTensorArgument
 
 ALL_RULES: list[type[Rule]] = [
     SyntaxErrorRule,
@@ -35,6 +37,8 @@ ALL_RULES: list[type[Rule]] = [
     VariableCreatedInside,
     EagerOnlyInGradient,
     MissingDecorator,
+    KerasVariableIdentity,
+    NonTensorArgument,
 ]
 RULES_BY_CODE: dict[str, type[Rule]] = {r.code: r for r in ALL_RULES}
 

@@ -139,7 +139,8 @@ def keyed_variable_gradients(
     var_grads: list[cst.BaseExpression],
 ) -> Fix | None:
     """Rewrite a grad fn's return as `return <input_grads>, [{w.ref(): dw, ...}[v.ref()] for v in
-    variables]`, which is right whatever order TensorFlow gives `variables` in.
+    variables]`, which is right whatever order TensorFlow gives `variables` in (a Keras 3 weight
+    is keyed as `self.w.value.ref()`, its backing variable, which is what `variables` holds).
 
     Which gradient belongs to which variable: by name when every gradient's name points at one
     variable (`dydw` -> `w`); otherwise, in the order the forward first reads the variables.
@@ -150,6 +151,8 @@ def keyed_variable_gradients(
     access = variables_expr(grad)
     if access is None or not variables or len(var_grads) != len(variables):
         return None
+    if not all(v.exact for v in variables):
+        return None  # a sublayer's weights: which ones, and in what number, the source does not say
     if not isinstance(ret.value, cst.Tuple) or ret.value is not (ret.node.value if isinstance(ret.node, cst.Return) else ret.node):
         return None
     names = [v.name for v in variables]
@@ -167,7 +170,10 @@ def keyed_variable_gradients(
         how = ("for the only variable" if len(names) == 1
                else "assuming they follow the order the forward first reads " + ", ".join(f"`{n}`" for n in names))
     code = model.module.code_for_node
-    entries = ", ".join(f"{names[order[i]]}.ref(): {code(g).strip()}" for i, g in enumerate(var_grads))
+    # A Keras 3 weight is keyed on its backing variable (`self.w.value.ref()`): `variables` holds
+    # that, and the Keras wrapper has no `.ref()` at all.
+    keys = [v.ref_code for v in variables]
+    entries = ", ".join(f"{keys[order[i]]}: {code(g).strip()}" for i, g in enumerate(var_grads))
     loop = fresh_name(model, "v", "var", "variable")
     access_code = code(access)
     simple = len(var_grads) == 1 or all(isinstance(g, (cst.Name, cst.Attribute)) for g in var_grads)

@@ -5,10 +5,28 @@ check, which only asks the model questions."""
 from __future__ import annotations
 
 import inspect
-from typing import ClassVar, Iterator
+from typing import ClassVar, Iterator, Sequence
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, ModuleModel
+from cglint.rules._keras_ops import KERAS_OPS
+
+
+class Invalid(str):
+    """An INVALID example that pins what it claims, as Fixit's `Invalid(code, range,
+    expected_replacement)` does: the source, where each finding of the rule starts (`"line:col"`,
+    1-based, in order: their number is the count), and what the rule's fixes make of it
+    (`fixed`, after `--fix --unsafe-fixes` with this rule alone; None when it offers no fix).
+    It is a `str` (the source), so documentation and tools read it as the example's code."""
+
+    at: tuple[str, ...]
+    fixed: str | None
+
+    def __new__(cls, code: str, at: str | Sequence[str], fixed: str | None = None) -> "Invalid":
+        self = super().__new__(cls, code)
+        self.at = (at,) if isinstance(at, str) else tuple(at)
+        self.fixed = fixed
+        return self
 
 
 class Rule:
@@ -25,7 +43,12 @@ class Rule:
     def check(self, model: ModuleModel) -> Iterator[Finding]:
         """Module-level entry point; most rules only look at one site at a time."""
         for site in model.sites:
-            yield from self.check_site(site)
+            if site.keras_ops and self.code not in KERAS_OPS:
+                continue  # Keras 3's custom_gradient: only rules whose behaviour holds there
+            for finding in self.check_site(site):
+                if finding.site is None:
+                    finding.site = site
+                yield finding
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         return iter(())
@@ -38,6 +61,9 @@ class Rule:
             parts += ["", "## Example", "", "```python", cls.INVALID[0].strip("\n"), "```"]
         if cls.VALID:
             parts += ["", "## Use instead", "", "```python", cls.VALID[0].strip("\n"), "```"]
+        if cls.code in KERAS_OPS:
+            parts += ["", "## Keras 3", "", "Also checks `keras.ops.custom_gradient` sites (the TensorFlow backend's "
+                      "`tf.custom_gradient`): " + KERAS_OPS[cls.code]]
         if cls.fix_safety:
             parts += ["", "## Fix safety", "", inspect.cleandoc(cls.fix_safety)]
         return "\n".join(parts) + "\n"

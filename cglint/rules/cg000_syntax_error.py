@@ -1,6 +1,6 @@
 """CG000 syntax-error."""
 
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class SyntaxErrorRule(Rule):
@@ -20,9 +20,23 @@ class SyntaxErrorRule(Rule):
     summary = "File cannot be parsed"
 
     INVALID = [
-        "import tensorflow as tf\n\n@tf.custom_gradient\ndef op(x:\n    return x, lambda dy: dy\n",
-        "def f(:\n    pass\n",
-        "x = (1,\n",
+        Invalid(
+            '''import tensorflow as tf
+
+@tf.custom_gradient
+def op(x:
+    return x, lambda dy: dy
+''',
+            at="5:1"),
+        Invalid(
+            '''def f(:
+    pass
+''',
+            at="2:1"),
+        Invalid(
+            '''x = (1,
+''',
+            at="1:1"),
     ]
     VALID = [
         "import tensorflow as tf\n\n@tf.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n",

@@ -7,7 +7,7 @@ import libcst as cst
 from cglint.diagnostics import Finding, Fix
 from cglint.model import TF_FUNCTION, GradientSite
 from cglint.rules._fixes import parenthesized
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class NestedTfFunction(Rule):
@@ -43,7 +43,8 @@ class NestedTfFunction(Rule):
     severity = "warning"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -59,7 +60,24 @@ def op(x):
 
     return y, grad
 ''',
-        '''
+            at="6:5",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def op(x):
+    def forward(x):
+        return tf.tan(x)
+
+    y = forward(x)
+
+    def grad(dy):
+        return dy / tf.square(tf.cos(x))
+
+    return y, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -67,7 +85,17 @@ import tensorflow as tf
 def op(x):
     return tf.tan(x), lambda dy: dy / tf.square(tf.cos(x))
 ''',
-        '''
+            at="5:1",
+            fixed='''
+import tensorflow as tf
+
+@tf.function
+@tf.custom_gradient
+def op(x):
+    return tf.tan(x), lambda dy: dy / tf.square(tf.cos(x))
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -75,7 +103,17 @@ def op(x):
     y = tf.function(tf.tan)(x)
     return y, lambda dy: dy / tf.square(tf.cos(x))
 ''',
-        '''
+            at="6:9",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def op(x):
+    y = tf.tan(x)
+    return y, lambda dy: dy / tf.square(tf.cos(x))
+'''),
+        Invalid(
+            '''
 from tensorflow import custom_gradient, function
 
 @custom_gradient
@@ -88,6 +126,19 @@ def op(x):
 
     return y, grad
 ''',
+            at="8:5",
+            fixed='''
+from tensorflow import custom_gradient, function
+
+@custom_gradient
+def op(x):
+    y = x * x
+
+    def grad(dy):
+        return 2 * x * dy
+
+    return y, grad
+'''),
     ]
     VALID = [
         '''

@@ -5,14 +5,15 @@ from typing import Iterator
 from cglint.diagnostics import Finding
 from cglint.model import LIST, NONE, TENSOR, TUPLE, GradFn, GradientSite, GradReturn, kind_of
 from cglint.rules._fixes import input_grads_code, keyed_variable_gradients
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class FlatVariableGradients(Rule):
     """
     ## What it does
-    Flags a grad fn that returns variable gradients flat, `return dx, dw, db`, or with the
-    variable gradients not as a list, when the forward reads trainable variables.
+    Flags a grad fn that returns variable gradients flat, `return dx, dw, db` (also written
+    `tuple([dx, dw, db])`), or with the variable gradients not as a list, when the forward
+    reads trainable variables (followed as CG004 follows them: aliases, containers, sublayers).
 
     ## Why is this bad?
     When the forward reads `tf.Variable`s that are not inputs, TensorFlow unpacks the grad
@@ -40,7 +41,8 @@ class FlatVariableGradients(Rule):
     summary = "Variable gradients returned flat, or not as a list, where `(input_grads, [var_grads])` is required"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
@@ -57,7 +59,27 @@ def dense_tan(x):
 
     return y, grad
 ''',
-        '''
+            at="14:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+b = tf.Variable([0.5, -0.5])
+
+@tf.custom_gradient
+def dense_tan(x):
+    z = x @ w + b
+    y = tf.tan(z)
+
+    def grad(dy, variables=None):
+        g = dy / tf.square(tf.cos(z))
+        grads_by_variable = {w.ref(): tf.transpose(x) @ g, b.ref(): tf.reduce_sum(g, 0)}
+        return g @ tf.transpose(w), [grads_by_variable[v.ref()] for v in variables]
+
+    return y, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -69,7 +91,21 @@ def scale(x):
 
     return x * w, grad
 ''',
-        '''
+            at="9:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w, [{w.ref(): dy * x}[v.ref()] for v in variables]
+
+    return x * w, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 class Scale(tf.keras.layers.Layer):
@@ -84,6 +120,40 @@ class Scale(tf.keras.layers.Layer):
 
         return x * self.k, grad
 ''',
+            at="12:13",
+            fixed='''
+import tensorflow as tf
+
+class Scale(tf.keras.layers.Layer):
+    def build(self, shape):
+        self.k = self.add_weight(shape=())
+
+    @tf.custom_gradient
+    def call(self, x):
+        def grad(dy, variables=None):
+            dk = tf.reduce_sum(dy * x)
+            return dy * self.k, [{self.k.value.ref(): dk}[v.ref()] for v in variables]
+
+        return x * self.k, grad
+'''),
+        Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+b = tf.Variable(1.0)
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        dw = tf.reduce_sum(dy * x)
+        db = tf.reduce_sum(dy)
+        return tuple([dy * w, dw, db])
+
+    return x * w + b, grad
+''',
+            at="12:9"),
+    
     ]
     VALID = [
         '''
@@ -146,13 +216,14 @@ def scale(x):
                         fix=_fix(site, grad, ret, ret.elements[:k], ret.elements[k:]),
                     )
                     continue
-                kind = kind_of(site.model, ret.elements[1], grad.scope)
+                _, var_grads = ret.pair  # type: ignore[misc]
+                kind = kind_of(site.model, var_grads, grad.scope)
                 if kind in (TENSOR, TUPLE, NONE) and kind != LIST:
                     yield Finding(
                         ret.node,
                         f"`{grad.name}` returns the variable gradients as a {kind}, not a list: TensorFlow "
                         "needs a list with one gradient per entry of `variables`, in that order",
-                        fix=_fix(site, grad, ret, None, _as_list(site, grad, ret.elements[1], kind)),
+                        fix=_fix(site, grad, ret, None, _as_list(site, grad, var_grads, kind)),
                     )
 
 
@@ -168,8 +239,8 @@ def _as_list(site: GradientSite, grad: GradFn, expr, kind: str) -> list | None:
 def _fix(site: GradientSite, grad: GradFn, ret: GradReturn, input_grads, var_grads):
     if var_grads is None or ret.elements is None:
         return None
-    if input_grads is None:
-        code = site.model.module.code_for_node(ret.elements[0]).strip()
+    if input_grads is None and ret.pair is not None:
+        code = site.model.module.code_for_node(ret.pair[0]).strip()
     else:
         code = input_grads_code(site, list(input_grads))
     if code is None:

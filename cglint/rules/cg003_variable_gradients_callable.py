@@ -7,14 +7,16 @@ import libcst as cst
 from cglint.diagnostics import Finding, Fix
 from cglint.model import CALLABLE, GradFn, GradientSite, kind_of
 from cglint.rules._fixes import parenthesized, variables_expr
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class VariableGradientsCallable(Rule):
     """
     ## What it does
     Flags a grad fn that returns a callable (a nested `def` or a `lambda`) where the list of
-    variable gradients belongs: `return dx, grad_vars`.
+    variable gradients belongs: `return dx, grad_vars`. A grad fn that is itself
+    `@tf.custom_gradient` (the higher-order pattern) returns `(gradients, grad_of_grad)` by
+    that contract, and TensorFlow receives the gradients alone: it is not flagged.
 
     ## Why is this bad?
     TensorFlow never calls it. It measures `len(variable_grads)` against `variables` and
@@ -38,7 +40,8 @@ class VariableGradientsCallable(Rule):
     summary = "A callable returned in place of the variable-gradient list"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -53,7 +56,24 @@ def scale(x):
 
     return x * w, grad
 ''',
-        '''
+            at="12:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        def grad_vars(variables):
+            return [tf.reduce_sum(dy * x) for v in variables]
+
+        return dy * w, grad_vars(variables)
+
+    return x * w, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -65,7 +85,21 @@ def scale(x):
 
     return x * w, grad
 ''',
-        '''
+            at="9:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable(2.0)
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w, (lambda vs: [tf.reduce_sum(dy * x)])(variables)
+
+    return x * w, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -78,6 +112,7 @@ def scale(x):
 
     return x * w, grad
 ''',
+            at="10:9"),
     ]
     VALID = [
         '''
@@ -112,19 +147,34 @@ def square(x):
 
     return x * x, grad
 ''',
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def cube(x):
+    @tf.custom_gradient
+    def grad(dy):
+        def grad_grad(ddx):
+            return ddx * 3.0 * x * x
+
+        return dy * 3.0 * x * x, grad_grad
+
+    return x * x * x, grad
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         for grad in site.grad_fns:
             for ret in grad.returns:
-                if ret.elements and len(ret.elements) == 2:
-                    if kind_of(site.model, ret.elements[1], grad.scope) == CALLABLE:
+                if ret.pair is not None:
+                    if kind_of(site.model, ret.pair[1], grad.scope) == CALLABLE:
                         yield Finding(
                             ret.node,
                             f"`{grad.name}` returns a callable in place of the variable gradients: TensorFlow "
                             "never calls it and raises \"object of type 'function' has no len()\"; return a list "
                             "with one gradient per entry of `variables`",
-                            fix=_call_with_variables(site, grad, ret.elements[1]),
+                            fix=_call_with_variables(site, grad, ret.pair[1]),
                         )
 
 

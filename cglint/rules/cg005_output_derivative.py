@@ -7,9 +7,9 @@ from typing import Iterator, NamedTuple
 import libcst as cst
 
 from cglint.diagnostics import Finding, Fix
-from cglint.model import GradientSite, ModuleModel, Param, Scope, tf_op_name
+from cglint.model import GradientSite, ModuleModel, Param, Scope, argument, tf_op_name
 from cglint.rules._fixes import fresh_name, insert_before, parenthesized, single_binding, sole_statement_line
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 # For each elementwise op: the functions whose appearance *applied to the op's output* means
 # the derivative was evaluated at the wrong point. "div" stands for `... / <output>`.
@@ -45,8 +45,12 @@ class OutputDerivative(Rule):
     ## What it does
     Flags a derivative evaluated at an op's *output* instead of its input (the
     pre-activation): `cos(y)` for `y = tan(z)`, `sigmoid(s)` for `s = sigmoid(z)`,
-    `exp(y)` for `y = exp(z)`. Names are followed through assignments, through a helper that
-    returns the op, and into a helper that computes the derivative of its argument.
+    `exp(y)` for `y = exp(z)`. Names are followed through assignments (the binding in effect
+    where the derivative is read: `x = tf.tan(x)` makes `cos(x)` an output derivative, and a
+    name overwritten before the grad fn reads it holds its last value), through a helper that
+    returns the op, and into helpers that compute the derivative of their argument, a call or
+    two deep. The ops are recognised under every spelling: `tf.math.*`, `tf.nn.*`,
+    `tf.keras.activations.*`, `keras.activations.*`, `keras.ops.*`, imported modules and names.
 
     Formulas written in terms of the output that are right are not flagged:
     `y * (1 - y)` for sigmoid, `1 - y**2` for tanh, `1 + y**2` for tan, `y` for exp.
@@ -80,7 +84,8 @@ class OutputDerivative(Rule):
     summary = "Derivative evaluated at the op's output instead of its input"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -92,7 +97,21 @@ def op(x):
 
     return y, grad
 ''',
-        '''
+            at="9:31",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def op(x):
+    y = tf.math.tan(x)
+
+    def grad(dy):
+        return dy / tf.square(tf.math.cos(x))
+
+    return y, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -104,7 +123,25 @@ def gate(z):
 
     return s, grad
 ''',
-        '''
+            at=(Invalid(
+            '''9:21''',
+            at=()), Invalid(
+            '''9:42''',
+            at=())),
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def gate(z):
+    s = tf.sigmoid(z)
+
+    def grad(ds):
+        return ds * tf.sigmoid(z) * (1 - tf.sigmoid(z))
+
+    return s, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -118,7 +155,23 @@ def op(x):
     y = forward(x)
     return y, lambda dy: dy * dtan(y)
 ''',
-        '''
+            at="13:31",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def op(x):
+    def forward(a):
+        return tf.tan(a)
+
+    def dtan(at):
+        return 1.0 / tf.square(tf.cos(at))
+
+    y = forward(x)
+    return y, lambda dy: dy * dtan(x)
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -126,6 +179,124 @@ def soft(x):
     y = tf.nn.softplus(x)
     return y, lambda dy: dy * tf.nn.sigmoid(y)
 ''',
+            at="7:31",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def soft(x):
+    y = tf.nn.softplus(x)
+    return y, lambda dy: dy * tf.nn.sigmoid(x)
+'''),
+        Invalid(
+            '''
+import keras
+import tensorflow as tf
+
+@tf.custom_gradient
+def gate(z):
+    s = tf.keras.activations.sigmoid(z)
+
+    def grad(dy):
+        return dy * keras.activations.sigmoid(s) * (1 - keras.activations.sigmoid(s))
+
+    return s, grad
+''',
+            at=("10:21", "10:57"),
+            fixed='''
+import keras
+import tensorflow as tf
+
+@tf.custom_gradient
+def gate(z):
+    s = tf.keras.activations.sigmoid(z)
+
+    def grad(dy):
+        return dy * keras.activations.sigmoid(z) * (1 - keras.activations.sigmoid(z))
+
+    return s, grad
+'''),
+        Invalid(
+            '''
+import tensorflow as tf
+from keras import ops
+
+@tf.custom_gradient
+def squash(z):
+    t = ops.tanh(z)
+
+    def grad(dy):
+        return dy / tf.square(ops.cosh(t))
+
+    return t, grad
+''',
+            at="10:31",
+            fixed='''
+import tensorflow as tf
+from keras import ops
+
+@tf.custom_gradient
+def squash(z):
+    t = ops.tanh(z)
+
+    def grad(dy):
+        return dy / tf.square(ops.cosh(z))
+
+    return t, grad
+'''),
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def tan_op(x):
+    x = tf.tan(x)
+
+    def grad(dy):
+        return dy / tf.square(tf.cos(x))
+
+    return x, grad
+''',
+            at="9:31"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+def sec2(a):
+    return 1.0 / tf.square(tf.cos(a))
+
+def dtan(a):
+    return sec2(a)
+
+@tf.custom_gradient
+def tan_op(x):
+    y = tf.tan(x)
+
+    def grad(dy):
+        return dy * dtan(y)
+
+    return y, grad
+''',
+            at="15:21",
+            fixed='''
+import tensorflow as tf
+
+def sec2(a):
+    return 1.0 / tf.square(tf.cos(a))
+
+def dtan(a):
+    return sec2(a)
+
+@tf.custom_gradient
+def tan_op(x):
+    y = tf.tan(x)
+
+    def grad(dy):
+        return dy * dtan(x)
+
+    return y, grad
+'''),
+    
     ]
     VALID = [
         '''
@@ -159,6 +330,35 @@ def ops(x):
     e = tf.exp(x)
     return t + u + e, lambda dy: dy * ((1 - t**2) + (1 + u**2) + e)
 ''',
+            '''
+import tensorflow as tf
+from tensorflow.keras import activations
+
+@tf.custom_gradient
+def gate(z):
+    s = activations.sigmoid(z)
+
+    def grad(dy):
+        return dy * s * (1 - s)
+
+    return s, grad
+''',
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def swish(x):
+    h = tf.sigmoid(x)
+    y = h * x
+    h = x  # the backward needs the pre-activation
+
+    def grad(dy):
+        s = tf.sigmoid(h)
+        return dy * (s + x * s * (1 - s))
+
+    return y, grad
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -185,30 +385,28 @@ def _message(model: ModuleModel, node: cst.CSTNode, derivative: str, op: str, na
     )
 
 
-def _derivative_uses(model: ModuleModel, call: cst.Call, scope: Scope) -> Iterator[tuple[cst.BaseExpression, str]]:
+def _derivative_uses(model: ModuleModel, call: cst.Call, scope: Scope,
+                     depth: int = 0) -> Iterator[tuple[cst.BaseExpression, str]]:
     """(argument, derivative function) pairs: `tf.cos(y)` gives (y, "cos"); a call to a helper
-    `dtan(y)` whose body applies `cos` to its parameter gives (y, "cos") as well."""
+    `dtan(y)` whose body applies `cos` to its parameter gives (y, "cos") as well, followed
+    through a helper calling another (`dtan(a)` -> `sec2(a)` -> `tf.cos(a)`)."""
     op = tf_op_name(model.qualname(call.func))
-    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    first = argument(call, 0, "x")
     if op in _ALL_DERIVATIVES:
-        if positional:
-            yield positional[0], op
+        if first is not None:
+            yield first, op
         return
-    if op is not None or not isinstance(call.func, cst.Name):
+    helper = model.helper(call.func, scope) if op is None and depth < 2 else None
+    if helper is None:
         return
-    for helper in model.resolve(call.func, scope):
-        if not isinstance(helper, cst.FunctionDef) or helper not in model.scope_of:
-            continue
-        hscope = model.scope_of[helper]
-        params = [p.name.value for p in helper.params.params]
-        for inner in hscope.calls:
-            inner_op = tf_op_name(model.qualname(inner.func))
-            inner_args = [a.value for a in inner.args if a.keyword is None and not a.star]
-            if inner_op not in _ALL_DERIVATIVES or not inner_args:
-                continue
-            for pname in _names_in(inner_args[0]):
-                if pname in params and params.index(pname) < len(positional):
-                    yield positional[params.index(pname)], inner_op
+    params = helper.params
+    for inner in helper.scope.calls:
+        for inner_arg, inner_op in _derivative_uses(model, inner, helper.scope, depth + 1):
+            for pname in _names_in(inner_arg):
+                if pname in params:
+                    passed = argument(call, params.index(pname), pname)
+                    if passed is not None:
+                        yield passed, inner_op
 
 
 def _divisions(scope: Scope) -> Iterator[cst.BinaryOperation]:
@@ -264,23 +462,19 @@ def _output_of(model: ModuleModel, expr: cst.BaseExpression, scope: Scope, deriv
     return None
 
 
-def _op_of(model: ModuleModel, value: object, scope: Scope) -> str | None:
+def _op_of(model: ModuleModel, value: object, scope: Scope, depth: int = 0) -> str | None:
     """The elementwise op a bound value is the output of: `tf.tan(z)` directly, or a call to a
-    helper whose return is `tf.tan(...)`."""
+    helper whose return is `tf.tan(...)` (or a call to another such helper)."""
     if isinstance(value, Param) or not isinstance(value, cst.Call):
         return None
     op = tf_op_name(model.qualname(value.func))
     if op is not None:
         return op if op in DERIVATIVE_FUNCTIONS else None
-    if isinstance(value.func, cst.Name):
-        for helper in model.resolve(value.func, scope):
-            if isinstance(helper, cst.FunctionDef) and helper in model.scope_of:
-                hscope = model.scope_of[helper]
-                for ret in hscope.returns:
-                    if isinstance(ret.value, cst.Call):
-                        inner = tf_op_name(model.qualname(ret.value.func))
-                        if inner in DERIVATIVE_FUNCTIONS:
-                            return inner
+    helper = model.helper(value.func, scope) if depth < 2 else None
+    for returned in helper.returned() if helper is not None else []:
+        inner = _op_of(model, returned, helper.scope, depth + 1)  # type: ignore[union-attr]
+        if inner is not None:
+            return inner
     return None
 
 

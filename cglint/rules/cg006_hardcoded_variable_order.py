@@ -7,14 +7,15 @@ import libcst as cst
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
 from cglint.rules._fixes import keyed_variable_gradients
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class HardcodedVariableOrder(Rule):
     """
     ## What it does
     Flags a grad fn that returns two or more variable gradients as a literal list or tuple,
-    `return dx, [dw, db]` (or a name bound to one), without ever reading `variables`. A
+    `return dx, [dw, db]` (or a name bound to one, `list((dw, db))`, or a comprehension that
+    passes the entries through), without ever reading `variables`. A
     single variable gradient, or a list of `None`s, is not flagged: there is no order to get
     wrong.
 
@@ -46,7 +47,8 @@ class HardcodedVariableOrder(Rule):
     summary = "Two or more variable gradients returned in a fixed order without consulting `variables`"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
@@ -59,7 +61,23 @@ def dense(x):
 
     return x @ w + b, grad
 ''',
-        '''
+            at="10:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+b = tf.Variable([0.5, -0.5])
+
+@tf.custom_gradient
+def dense(x):
+    def grad(dy, variables=None):
+        grads_by_variable = {w.ref(): tf.transpose(x) @ dy, b.ref(): tf.reduce_sum(dy, 0)}
+        return dy @ tf.transpose(w), [grads_by_variable[v.ref()] for v in variables]
+
+    return x @ w + b, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 class Affine(tf.keras.layers.Layer):
@@ -75,7 +93,26 @@ class Affine(tf.keras.layers.Layer):
 
         return x * self.scale + self.shift, grad
 ''',
-        '''
+            at="13:13",
+            fixed='''
+import tensorflow as tf
+
+class Affine(tf.keras.layers.Layer):
+    def build(self, shape):
+        self.scale = self.add_weight(shape=())
+        self.shift = self.add_weight(shape=())
+
+    @tf.custom_gradient
+    def call(self, x):
+        def grad(dy, **kwargs):
+            var_grads = [tf.reduce_sum(dy * x), tf.reduce_sum(dy)]
+            grads_by_variable = {self.scale.value.ref(): tf.reduce_sum(dy * x), self.shift.value.ref(): tf.reduce_sum(dy)}
+            return dy * self.scale, [grads_by_variable[v.ref()] for v in kwargs["variables"]]
+
+        return x * self.scale + self.shift, grad
+'''),
+        Invalid(
+            '''
 import tensorflow as tf
 
 def make(w, b):
@@ -90,6 +127,40 @@ def make(w, b):
 
     return op
 ''',
+            at="10:13"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable(2.0, name="w")
+b = tf.Variable(1.0, name="b")
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        dw = tf.reduce_sum(dy * x)
+        db = tf.reduce_sum(dy)
+        return dy * w, list((dw, db))
+
+    return x * w + b, grad
+''',
+            at="12:9",
+            fixed='''
+import tensorflow as tf
+
+w = tf.Variable(2.0, name="w")
+b = tf.Variable(1.0, name="b")
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        dw = tf.reduce_sum(dy * x)
+        db = tf.reduce_sum(dy)
+        return dy * w, [{w.ref(): dw, b.ref(): db}[v.ref()] for v in variables]
+
+    return x * w + b, grad
+'''),
+    
     ]
     VALID = [
         '''
@@ -169,6 +240,28 @@ def mul(x, y):
 
     return x * y, grad
 ''',
+            '''
+import tensorflow as tf
+
+class Affine(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.params = {"w": tf.Variable(2.0), "b": tf.Variable(1.0)}
+
+    def __call__(self, x):
+        w, b = self.params["w"], self.params["b"]
+
+        @tf.custom_gradient
+        def affine(x):
+            def grad(dy, variables=None):
+                by_var = {w.ref(): tf.reduce_sum(dy * x), b.ref(): tf.reduce_sum(dy)}
+                return dy * w, [by_var[v.ref()] for v in variables]
+
+            return x * w + b, grad
+
+        return affine(x)
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -178,9 +271,10 @@ def mul(x, y):
             if grad.variables_param is None or grad.reads(grad.variables_param):
                 continue
             for ret in grad.returns:
-                if ret.elements is None or len(ret.elements) != 2:
+                if ret.pair is None:
                     continue
-                var_grads = site.model.literal_elements(ret.elements[1], grad.scope)
+                input_grads, listed = ret.pair
+                var_grads = site.model.literal_elements(listed, grad.scope)
                 if var_grads is None or len(var_grads) < 2 or all(_is_none(g) for g in var_grads):
                     continue  # one entry, or all `None`: no order to get wrong
                 yield Finding(
@@ -189,7 +283,7 @@ def mul(x, y):
                     f"reads `{grad.variables_param}`: TensorFlow pairs them with `variables`, whose order "
                     "changes from process to process, so gradients get silently swapped; build the list "
                     "from `variables` (e.g. `[grads[v.ref()] for v in variables]`)",
-                    fix=keyed_variable_gradients(site, grad, ret, site.model.module.code_for_node(ret.elements[0]).strip(),
+                    fix=keyed_variable_gradients(site, grad, ret, site.model.module.code_for_node(input_grads).strip(),
                                                  var_grads),
                 )
 

@@ -4,7 +4,7 @@ from typing import Iterator
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class InputGradientCount(Rule):
@@ -17,6 +17,15 @@ class InputGradientCount(Rule):
     unknown structure (a helper's result) is never flagged. When the forward reads
     variables, the input gradients are the first element of `(input_grads, var_grads)`
     (a flat return there is CG002's finding).
+
+    Inputs are counted as TensorFlow counts them, flattened: a call `f([left, right], gate)`
+    in the module makes `f` take 3 inputs. Where no call says, a parameter the forward takes
+    apart (`a, b = pair`, `xs[0]`, `for x in xs`, `tf.add_n(xs)`) has an unknown structure and
+    the rule is silent. A number literal returned as a gradient counts as one. A forward whose
+    only variables are `trainable=False` (and that calls nothing that may read others) gets
+    no `variables`: its `(d_x, [d_v])` is two input gradients. Keras 3's
+    `keras.ops.custom_gradient` counts its inputs the same way on the TensorFlow backend and
+    is checked too.
 
     ## Why is this bad?
     TensorFlow flattens the grad fn's input gradients and requires exactly one per flattened
@@ -33,7 +42,8 @@ class InputGradientCount(Rule):
     summary = "Number of input gradients returned differs from the number of positional inputs"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -43,14 +53,18 @@ def fma(p, q, r):
 
     return p * q + r, grad
 ''',
-        '''
+            at="7:9"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
 def square(x):
     return x * x, lambda dy: (2 * x * dy, None)
 ''',
-        '''
+            at="6:31"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 w = tf.Variable(2.0)
@@ -62,6 +76,61 @@ def scaled_sum(x, y):
 
     return (x + y) * w, grad
 ''',
+            at="9:9"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def gated_sum(pair, gate):
+    a, b = pair
+
+    def grad(dy):
+        return dy * gate, dy * (a - b)
+
+    return gate * a + (1.0 - gate) * b, grad
+
+
+class GatedMerge(tf.keras.layers.Layer):
+    def call(self, inputs):
+        left, right, gate = inputs
+        return gated_sum([left, right], gate)
+''',
+            at="10:9"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+class RunningScale(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(), initializer="ones", trainable=False, name="scale")
+
+    def call(self, x):
+        @tf.custom_gradient
+        def forward(x):
+            def grad(dy, variables=None):
+                return dy * self.scale, [tf.reduce_sum(dy * x)]
+
+            return x * self.scale, grad
+
+        return forward(x)
+''',
+            at="13:17"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def quantize(x, step):
+    def grad(dy):
+        return dy, 0.0, 0.0
+
+    return tf.round(x / step) * step, grad
+''',
+            at="8:9"),
     ]
     VALID = [
         '''
@@ -121,14 +190,83 @@ class Scale(tf.keras.layers.Layer):
     def call(self, x):
         return 2.0 * x, lambda dy: 2.0 * dy
 ''',
+        '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def gated_sum(pair, gate):
+    a, b = pair
+
+    def grad(dy):
+        return (dy * gate, dy * (1.0 - gate)), dy * (a - b)
+
+    return gate * a + (1.0 - gate) * b, grad
+
+
+class GatedMerge(tf.keras.layers.Layer):
+    def call(self, inputs):
+        left, right, gate = inputs
+        return gated_sum([left, right], gate)
+''',
+        '''
+import tensorflow as tf
+
+
+class RunningScale(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(), initializer="ones", trainable=False, name="scale")
+
+    def call(self, x):
+        @tf.custom_gradient
+        def forward(x):
+            def grad(dy):
+                return dy * self.scale
+
+            return x * self.scale, grad
+
+        return forward(x)
+''',
+        '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def quantize(x, step):
+    def grad(dy):
+        return dy, 0.0
+
+    return tf.round(x / step) * step, grad
+''',
+        '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def pair_product(xs):
+    a, b = xs[0], xs[1]
+
+    def grad(dy):
+        return dy * b, dy * a
+
+    return a * b, grad
+''',
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         if site.has_varargs:
             return
-        lo, hi = site.required_inputs, len(site.inputs)
-        expected = str(hi) if lo == hi else f"{lo} to {hi}"
         model = site.model
+        per_input = model.input_counts(site)
+        if None in per_input:
+            return  # an input of unknown structure: any count may be right
+        required = [c for c, p in zip(per_input, site.input_params) if p.default is None]
+        lo, hi = sum(required), sum(per_input)  # type: ignore[arg-type]
+        expected = str(hi) if lo == hi else f"{lo} to {hi}"
+        flattened = " (flattened)" if hi != len(site.inputs) else ""
+        # Only trainable variables reach `variables`: a forward reading nothing else gets none,
+        # and its `(d_x, [d_v])` is two input gradients.
+        no_variables = bool(site.variables) and not site.trainable_variables and not model.may_read_unseen_variables(site)
         for grad in site.grad_fns:
             for ret in grad.returns:
                 if ret.value is None:
@@ -138,17 +276,22 @@ class Scale(tf.keras.layers.Layer):
                     if pair is None:
                         continue  # flat or unknown: CG002's business
                     counts = [model.flat_count(pair[0], grad.scope)]
-                elif grad.variables_param is not None and pair is not None:
+                elif grad.variables_param is not None and pair is not None and not no_variables:
                     # The grad fn takes variables the model cannot see: either reading holds.
                     counts = [model.flat_count(ret.value, grad.scope), model.flat_count(pair[0], grad.scope)]
                 else:
                     counts = [model.flat_count(ret.value, grad.scope)]
                 if None in counts or any(lo <= c <= hi for c in counts):  # type: ignore[operator]
                     continue
+                if model.inputs_taken_apart(site):
+                    return  # an input of unknown structure: any count may be right
                 got = counts[-1]
+                why = (" (its variables are all trainable=False, so TensorFlow passes no `variables` and counts "
+                       "the variable gradients as input gradients)") if no_variables and pair is not None else ""
                 yield Finding(
                     ret.node,
                     f"`{grad.name}` returns {got} input gradient{'s' if got != 1 else ''} but `{site.name}` takes "
-                    f"{expected} positional input{'s' if hi != 1 else ''}: TensorFlow raises 'custom_gradient "
-                    f"function expected to return {hi} gradients'; return one per input (`None` for none)",
+                    f"{expected} positional input{'s' if hi != 1 else ''}{flattened}{why}: TensorFlow raises "
+                    f"'custom_gradient function expected to return {hi} gradients'; return one per input (`None` for "
+                    "none)",
                 )

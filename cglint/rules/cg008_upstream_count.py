@@ -4,7 +4,7 @@ from typing import Iterator
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class UpstreamCount(Rule):
@@ -15,6 +15,10 @@ class UpstreamCount(Rule):
     counted (a tensor op, arithmetic, a parameter is one output; a literal tuple, list or
     dict is its flattened entries); an output of unknown structure, or a grad fn taking
     `*args`, is never flagged. A `variables=None` parameter is not an upstream gradient.
+    An input returned as an output counts as TensorFlow flattens it: `f([query, key], s)`
+    returning its first parameter has two outputs. Keras 3's `keras.ops.custom_gradient`
+    calls the grad fn the same way on the TensorFlow backend (its `upstream=` keyword is not
+    a positional upstream) and is checked too.
 
     ## Why is this bad?
     TensorFlow flattens the forward's output `y` and calls the grad fn with one upstream
@@ -30,7 +34,8 @@ class UpstreamCount(Rule):
     summary = "The grad fn's positional parameters differ from the number of outputs"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -40,14 +45,18 @@ def double_and_triple(x):
 
     return (2 * x, 3 * x), grad
 ''',
-        '''
+            at="6:9"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
 def scale(x):
     return 2.0 * x, lambda dy, dz: 2.0 * dy
 ''',
-        '''
+            at="6:21"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -59,6 +68,27 @@ def stats(x):
 
     return out, grad
 ''',
+            at="8:9"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scale_grads(tensors, scale):
+    def grad(d_tensors):
+        return d_tensors * scale, None
+
+    return tensors, grad
+
+
+class TwoTower(tf.keras.layers.Layer):
+    def call(self, inputs):
+        query, key = inputs
+        q, k = scale_grads([query, key], tf.constant(0.5))
+        return tf.reduce_sum(q * k, axis=-1)
+''',
+            at="7:9"),
     ]
     VALID = [
         '''
@@ -115,6 +145,24 @@ def op(x):
         return dy
     return forward(x), grad
 ''',
+        '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scale_grads(tensors, scale):
+    def grad(d_query, d_key):
+        return (d_query * scale, d_key * scale), None
+
+    return tensors, grad
+
+
+class TwoTower(tf.keras.layers.Layer):
+    def call(self, inputs):
+        query, key = inputs
+        q, k = scale_grads([query, key], tf.constant(0.5))
+        return tf.reduce_sum(q * k, axis=-1)
+''',
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -127,6 +175,8 @@ def op(x):
             lo, hi = grad.required_upstream, len(grad.upstream_params)
             if lo <= outputs <= hi:
                 continue
+            if site.model.inputs_taken_apart(site):
+                return  # an input (maybe returned as an output) of unknown structure
             takes = f"{hi}" if lo == hi else f"{lo} to {hi}"
             yield Finding(
                 grad.anchor,

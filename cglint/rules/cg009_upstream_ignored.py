@@ -2,11 +2,10 @@
 
 from typing import Iterator
 
-import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, is_no_gradient
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class UpstreamIgnored(Rule):
@@ -16,7 +15,9 @@ class UpstreamIgnored(Rule):
     `None` or zeros (`tf.zeros_like(x)`) is an intentional gradient stop and is not flagged;
     neither is a grad fn that raises instead of returning. Gradients that differ from the
     true derivative on purpose still use the upstream and are fine: straight-through
-    (`return dy`), clipping (`tf.clip_by_norm(dy, 1.0)`), reversal (`-dy`), scaling.
+    (`return dy`), clipping (`tf.clip_by_norm(dy, 1.0)`), reversal (`-dy`), scaling. A grad
+    fn made with `functools.partial(_grad, x=x)` receives the upstream in the parameters the
+    partial leaves open (`dy`), and `*args` counts as upstream.
 
     ## Why is this bad?
     The grad fn computes a vector-Jacobian product: the upstream gradient `dy` is
@@ -32,14 +33,17 @@ class UpstreamIgnored(Rule):
     summary = "The grad fn never uses its upstream gradient, breaking the chain rule"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
 def square(x):
     return x * x, lambda dy: 2 * x
 ''',
-        '''
+            at="6:19"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -49,7 +53,9 @@ def safe_log(x):
 
     return tf.math.log(x), grad
 ''',
-        '''
+            at="6:9"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -59,6 +65,22 @@ def sign_ste(x):
 
     return tf.sign(x), grad
 ''',
+            at="6:9"),
+        Invalid(
+            '''
+import functools
+
+import tensorflow as tf
+
+def _square_grad(dy, x):
+    return 2.0 * x
+
+@tf.custom_gradient
+def square(x):
+    return x * x, functools.partial(_square_grad, x=x)
+''',
+            at="6:5"),
+    
     ]
     VALID = [
         '''
@@ -112,14 +134,24 @@ def not_differentiable(x):
 
     return tf.round(x), grad
 ''',
+            '''
+import functools
+
+import tensorflow as tf
+
+def _scaled_square_grad(dy, x, scale):
+    return dy * scale * 2.0 * x
+
+@tf.custom_gradient
+def scaled_square(x):
+    return 3.0 * x * x, functools.partial(_scaled_square_grad, x=x, scale=3.0)
+''',
+    
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         for grad in site.grad_fns:
-            upstream = list(grad.upstream_params)
-            star = grad.node.params.star_arg
-            if isinstance(star, cst.Param):
-                upstream.append(star.name.value)
+            upstream = grad.upstream_names
             if not upstream or any(grad.reads(name) for name in upstream):
                 continue
             values = [r.value for r in grad.returns if r.value is not None]

@@ -6,7 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, ModuleModel
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class KeywordCall(Rule):
@@ -43,7 +43,8 @@ class KeywordCall(Rule):
     summary = "A custom-gradient function called with keyword arguments, or defined with keyword/defaulted parameters"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -53,7 +54,9 @@ def mul(x, y):
 def loss(a, b):
     return mul(x=a, y=b)
 ''',
-        '''
+            at="9:16"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -63,7 +66,9 @@ def ste_sign(x, clip_value=1.0):
 
     return tf.sign(x), grad
 ''',
-        '''
+            at="5:17"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 def _scale(x, *, factor):
@@ -71,14 +76,18 @@ def _scale(x, *, factor):
 
 scale = tf.custom_gradient(_scale)
 ''',
-        '''
+            at="4:18"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
 def identity(x, **kwargs):
     return tf.identity(x), lambda dy: dy
 ''',
-        '''
+            at="5:17"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 class Quantizer(tf.keras.layers.Layer):
@@ -89,6 +98,7 @@ class Quantizer(tf.keras.layers.Layer):
     def call(self, inputs):
         return self.quantize(x=inputs)
 ''',
+            at="10:30"),
     ]
     VALID = [
         '''
@@ -196,7 +206,7 @@ def recompute(f):
             keywords = [a for a in call.args if a.keyword is not None]
             if not keywords:
                 continue
-            site = next((s for s in model.sites if s.is_reached_by(call, scope)), None)
+            site = model.site_called_by(call, scope)
             if site is None:
                 continue
             positional = any(a.keyword is None and a.star != "**" for a in call.args)
@@ -210,4 +220,5 @@ def recompute(f):
                 f"`{site.name}` is a custom-gradient function called with keyword arguments: TensorFlow treats "
                 f"only positional arguments as inputs ({effect}, and under tf.function any keyword raises); "
                 "pass them positionally",
+                site=site,
             )

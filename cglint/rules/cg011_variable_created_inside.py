@@ -4,7 +4,7 @@ from typing import Iterator
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class VariableCreatedInside(Rule):
@@ -28,7 +28,8 @@ class VariableCreatedInside(Rule):
     summary = "`tf.Variable(...)` created inside the custom-gradient forward"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -40,7 +41,9 @@ def scale(x):
 
     return x * w, grad
 ''',
-        '''
+            at="6:9"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 class Gate(tf.keras.layers.Layer):
@@ -53,7 +56,9 @@ class Gate(tf.keras.layers.Layer):
 
         return x * k, grad
 ''',
-        '''
+            at="7:13"),
+        Invalid(
+            '''
 import tensorflow.compat.v1 as tf
 
 @tf.custom_gradient
@@ -65,6 +70,7 @@ def biased(x):
 
     return x + b, grad
 ''',
+            at="6:9"),
     ]
     VALID = [
         '''
@@ -98,6 +104,7 @@ import tensorflow as tf
 
 class Lazy(tf.Module):
     def __init__(self):
+        super().__init__()
         self.w = None
 
     @tf.custom_gradient

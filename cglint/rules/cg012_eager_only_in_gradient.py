@@ -6,7 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, Param, Scope
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 # Reading these of a tensor gives static metadata, which NumPy may use under tf.function.
 _STATIC = frozenset({"shape", "dtype", "ndim", "name"})
@@ -60,7 +60,8 @@ class EagerOnlyInGradient(Rule):
     summary = "NumPy calls or `.numpy()` on tensors inside the forward or grad fn (fails under tf.function)"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import numpy as np
 import tensorflow as tf
 
@@ -68,7 +69,9 @@ import tensorflow as tf
 def sine(x):
     return tf.sin(x), lambda dy: dy * np.cos(x.numpy())
 ''',
-        '''
+            at=("7:39", "7:46")),
+        Invalid(
+            '''
 import numpy as onp
 import tensorflow as tf
 
@@ -81,7 +84,9 @@ def soft_clip(x):
 
     return y, grad
 ''',
-        '''
+            at="7:9"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 @tf.custom_gradient
@@ -93,7 +98,9 @@ def log_scaled(x):
 
     return tf.math.log(x) * scale, grad
 ''',
-        '''
+            at="6:19"),
+        Invalid(
+            '''
 from numpy import exp
 import tensorflow as tf
 
@@ -105,6 +112,7 @@ def softplus(x):
 
     return tf.nn.softplus(x), grad
 ''',
+            at="8:13"),
     ]
     VALID = [
         '''
@@ -261,10 +269,8 @@ def tiled(x, reps: Tuple[int, int]):
     def _runs_eagerly(site: GradientSite) -> bool:
         """A function handed to `tf.py_function` / `tf.numpy_function` always runs eagerly."""
         model = site.model
-        for call, scope in model.all_calls:
-            if model.qualname(call.func) in _EAGER_WRAPPERS and any(
-                site.is_named_by(a.value, scope) for a in call.args
-            ):
+        for call, scope in model.calls_to(_EAGER_WRAPPERS):
+            if any(site.is_named_by(a.value, scope) for a in call.args):
                 return True
         return False
 

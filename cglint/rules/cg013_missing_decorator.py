@@ -6,7 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import ModuleModel, UnwrappedCandidate
-from cglint.rules.base import Rule
+from cglint.rules.base import Invalid, Rule
 
 
 class MissingDecorator(Rule):
@@ -38,7 +38,8 @@ class MissingDecorator(Rule):
     summary = "A function returns `(y, grad_fn)` but is never wrapped by `tf.custom_gradient`"
 
     INVALID = [
-        '''
+        Invalid(
+            '''
 import tensorflow as tf
 
 def log1pexp(x):
@@ -52,7 +53,9 @@ def log1pexp(x):
 def loss(x):
     return tf.reduce_sum(log1pexp(x))
 ''',
-        '''
+            at="4:5"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 class Binarize(tf.keras.layers.Layer):
@@ -65,7 +68,9 @@ class Binarize(tf.keras.layers.Layer):
     def call(self, inputs):
         return self._ste_sign(inputs) * 2.0
 ''',
-        '''
+            at="5:9"),
+        Invalid(
+            '''
 import tensorflow as tf
 
 def train_step(x):
@@ -78,6 +83,7 @@ def train_step(x):
     y = clipped(x)
     return tf.reduce_mean(y)
 ''',
+            at="5:9"),
     ]
     VALID = [
         '''
@@ -164,11 +170,10 @@ ste = ops.custom_gradient(_ste)
     def check(self, model: ModuleModel) -> Iterator[Finding]:
         if not model.imports_tensorflow:
             return
-        call_funcs = {id(call.func): call for call, _ in model.all_calls}
         for cand in model.unwrapped_candidates():
             if cand.node.decorators or not _takes_upstream(cand.grad_fn):
                 continue
-            calls = self._direct_uses(model, cand, call_funcs)
+            calls = self._direct_uses(model, cand)
             if not calls or any(id(c) in model.forwarded_calls for c in calls):
                 continue
             yield Finding(
@@ -179,29 +184,26 @@ ste = ops.custom_gradient(_ste)
             )
 
     @staticmethod
-    def _direct_uses(model: ModuleModel, cand: UnwrappedCandidate, call_funcs: dict) -> list[cst.Call] | None:
+    def _direct_uses(model: ModuleModel, cand: UnwrappedCandidate) -> list[cst.Call] | None:
         """The calls that use the function, or None if it is referenced any other way (passed,
         assigned, wrapped): then it may well be wrapped, here or elsewhere."""
         name = cand.node.name.value
         owner = cand.scope.parent
         calls: list[cst.Call] = []
         if owner is not None and isinstance(owner.node, cst.ClassDef):
-            refs = [a for scope in owner.walk() for a in scope.attribute_reads if a.attr.value == name]
-            if any(name in scope.bindings for scope in owner.walk() if scope is not owner) or any(
-                n.value == name for scope in owner.walk() for n in scope.reads
+            refs = [a for a, scope in model.attribute_reads_by_name.get(name, ()) if scope.within(owner)]
+            if any(s is not owner and s.within(owner) for s in model.scopes_binding.get(name, ())) or any(
+                scope.within(owner) for _, scope in model.reads_by_name.get(name, ())
             ):
                 return None  # also used by bare name somewhere: do not guess
         else:
             refs = []
-            for scope in model.root.walk():
-                for n in scope.reads:
-                    if n.value != name:
-                        continue
-                    found = scope.lookup(name)
-                    if found is not None and any(v is cand.node for v in found[1]):
-                        refs.append(n)
+            for n, scope in model.reads_by_name.get(name, ()):
+                found = scope.lookup(name)
+                if found is not None and any(v is cand.node for v in found[1]):
+                    refs.append(n)
         for ref in refs:
-            call = call_funcs.get(id(ref))
+            call = model.call_of_func.get(id(ref))
             if call is None:
                 return None
             calls.append(call)

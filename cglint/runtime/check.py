@@ -42,6 +42,7 @@ _VAR_REPR = re.compile(r"<tf\.Variable '([^']*)'.*?>", re.DOTALL)
 def _first_line(exc: BaseException, limit: int = 240) -> str:
     # Variable reprs carry multi-line numpy arrays; their names are what a reader needs.
     text = _VAR_REPR.sub(lambda m: repr(m.group(1)), str(exc))
+    text = re.sub(r" at 0x[0-9a-f]+>", ">", text)  # object addresses change from run to run
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     text = lines[0] if lines else ""
     msg = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -84,13 +85,15 @@ def _to_numpy(g):
 def _arg_names(forward, args) -> list[str]:
     """One display name per flattened positional input: parameter names, `x[0]` for nests."""
     try:
-        params = [p.name for p in inspect.signature(forward).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        sig = list(inspect.signature(forward).parameters.values())
     except (TypeError, ValueError):
-        params = []
+        sig = []
+    params = [p.name for p in sig if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in sig if p.kind == p.VAR_POSITIONAL), None)
     names = []
     for i, a in enumerate(args):
-        base = params[i] if i < len(params) else f"arg{i}"
+        base = params[i] if i < len(params) else \
+            f"{star}[{i - len(params)}]" if star else f"arg{i}"
         flat = tf.nest.flatten(a)
         names += [base] if len(flat) == 1 else [f"{base}[{j}]" for j in range(len(flat))]
     return names
@@ -111,10 +114,21 @@ class _Arg:
     errors: list = field(default_factory=list)
 
 
+class _FiniteDifferencesOnly:
+    """A `verdict.Measure` without the small-upstream probe."""
+
+    def __init__(self, checker):
+        self.fd = checker.fd
+
+    def small(self, factor):
+        raise NotImplementedError
+
+
 class _Checker:
-    def __init__(self, fn, inputs, rtol, atol, seed, probes, variables, intentional, graph=True):
+    def __init__(self, fn, inputs, rtol, atol, seed, probes, variables, intentional, graph=True,
+                 order=1):
         self.fn, self.inputs = fn, inputs
-        self.graph = graph
+        self.graph, self.order = graph, int(order or 1)
         self.seed, self.probes = seed, max(1, int(probes))
         self.opts = V.Options(rtol=rtol, atol=atol or 0.0, intentional=bool(intentional))
         self.user_variables = variables
@@ -384,6 +398,118 @@ class _Checker:
         return (f"integer input {which}: TensorFlow drops the gradient the grad fn returns for "
                 f"it (integer tensors are never differentiated); pass a float tensor")
 
+    # ------------------------------------------------------------------ higher order
+    def _tangents(self, targets):
+        out = []
+        for t in targets:
+            t = tf.convert_to_tensor(t)
+            z = self.rng.standard_normal(t.shape.as_list())
+            if t.dtype.is_complex:
+                z = z + 1j * self.rng.standard_normal(t.shape.as_list())
+            out.append(tf.constant(z, dtype=t.dtype))
+        return out
+
+    def _second_order(self) -> V.Measurements:
+        """Hessian-vector products d/dθ <VJP(u), v> by nested tapes: through TensorFlow's
+        custom-gradient machinery (the grad fn differentiated, or its own custom gradient
+        used: the documented higher-order pattern) against autodiff of the undecorated forward."""
+        diff = [self.flat_in[i] for i in self.diff_idx]
+        targets = diff + self.variables
+
+        def hvp(fn, u, vs):
+            with tf.GradientTape() as outer:
+                for x in diff:
+                    outer.watch(x)
+                with tf.GradientTape() as inner:
+                    for x in diff:
+                        inner.watch(x)
+                    out = fn(*self.args)
+                    y = out[0] if fn is self.forward else out
+                g = inner.gradient(tf.nest.flatten(y), targets, output_gradients=u,
+                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                total = tf.add_n([tf.reduce_sum(tf.cast(gi, vi.dtype) * vi)
+                                  for gi, vi in zip(g, vs)])
+            return [_to_numpy(h) for h in outer.gradient(
+                total, targets, unconnected_gradients=tf.UnconnectedGradients.NONE)]
+
+        customs, autos, ups = [], [], []
+        for u in self.us[:2]:
+            vs = self._tangents(targets)
+            try:
+                customs.append(hvp(self.decorated, u, vs))
+            except Exception as e:
+                raise _Structural(f"second derivative: {_first_line(e)}") from e
+            autos.append(hvp(self.forward, u, vs))
+            ups.append([np.asarray(x) for x in u])
+        return V.Measurements(self.vargs, ups, customs, autos, mode="second-order")
+
+    def _forward_mode(self) -> tuple[V.Measurements, float]:
+        """JVPs through `tf.autodiff.ForwardAccumulator`: of the decorated function called as a
+        `tf.function` (where TensorFlow builds the JVP from the grad fn by transposing it at an
+        upstream of ones) against the undecorated forward's. Also returns the duality error
+        |<u, JVP(t)> - <VJP(u), t>| / (|u| |JVP(t)|), which is ~0 for any grad fn linear in its
+        upstream, right or wrong."""
+        diff = [self.flat_in[i] for i in self.diff_idx]
+        primals = diff + self.variables
+        ts = self._tangents(primals)
+
+        # Called through a `tf.function` (as a compiled model step calls it), the function is
+        # one op to the accumulator, whose JVP TensorFlow builds by transposing its gradient:
+        # the custom one. (Traced inline, the accumulator differentiates the inner ops.)
+        op = tf.function(self.decorated)
+        try:
+            with tf.autodiff.ForwardAccumulator(primals, ts) as acc:
+                y = op(*self.args)
+            jvp_c = [_to_numpy(acc.jvp(yi, unconnected_gradients=tf.UnconnectedGradients.ZERO))
+                     for yi in tf.nest.flatten(y)]
+        except Exception as e:
+            raise _Structural(f"forward mode: {_first_line(e)}") from e
+        with tf.autodiff.ForwardAccumulator(primals, ts) as acc:
+            y, _ = self.forward(*self.args)
+        jvp_a = [_to_numpy(acc.jvp(yi, unconnected_gradients=tf.UnconnectedGradients.ZERO))
+                 for yi in tf.nest.flatten(y)]
+        names = ["y"] if len(jvp_a) == 1 else [f"y[{i}]" for i in range(len(jvp_a))]
+        outs = [V.Arg(n, "output", tuple(np.shape(a)), np.asarray(a).dtype.name)
+                for n, a in zip(names, jvp_a)]
+        # Duality with the custom VJP at the first upstream.
+        u = [np.asarray(x) for x in self.us[0]]
+        vjp = self._custom(self.us[0])
+        lhs = sum(complex(np.vdot(ui, ji)) for ui, ji in zip(u, jvp_c) if ji is not None)
+        rhs = sum(complex(np.vdot(g, np.asarray(t))) for g, t in zip(vjp, ts) if g is not None)
+        scale = max(np.sqrt(sum(V.norm(x) ** 2 for x in u)) *
+                    np.sqrt(sum(V.norm(j) ** 2 for j in jvp_c)), 1e-30)
+        return V.Measurements(outs, [u], [jvp_c], [jvp_a], mode="forward"), abs(lhs - rhs) / scale
+
+    def _higher_order(self, report: GradientReport, modes: dict) -> GradientReport:
+        """Second derivative and forward mode: with `order=2`, or when the VJP check found a
+        grad fn that is not linear in its upstream (clipping, declared intentional)."""
+        nonlinear = report.verdict == "intentional" and (
+            "clipping" in report.detail or "declared" in report.detail)
+        if report.verdict not in ("match", "intentional") or not (self.order >= 2 or nonlinear):
+            return report
+        if self.order >= 2 and report.verdict == "match":
+            # (After a deliberately different first derivative the second differs too.)
+            second = V.decide(self._second_order(), None, self.opts)
+            modes["second-order"] = second.verdict
+            if second.verdict in ("mismatch", "error"):
+                return self._report(second.verdict, f"second derivative: {second.detail} "
+                                    f"(first order: {report.detail})", second.args,
+                                    second.reference, second.max_rel_error, modes)
+        m, duality = self._forward_mode()
+        fwd = V.decide(m, None, self.opts)
+        modes["forward"] = fwd.verdict
+        linear = duality <= 10 * V.rtol_for(self.vargs[0].dtype, self.opts)
+        if fwd.verdict not in ("mismatch", "error") or (report.verdict == "intentional" and linear):
+            return report
+        why = ("" if linear else ": TensorFlow builds forward-mode JVPs by transposing the grad fn "
+               "at an upstream of ones, which is wrong for a grad fn not linear in its upstream")
+        detail = f"forward mode (tf.autodiff.ForwardAccumulator): {fwd.detail}{why}"
+        if report.verdict == "intentional" and self.order < 2:
+            report.detail += f"; {detail}"
+            return report
+        return self._report("mismatch", f"{detail} (reverse mode: {report.detail})", report.args,
+                            "autodiff", fwd.max_rel_error, modes)
+
     # ------------------------------------------------------------------ main
     def run(self) -> GradientReport:
         self.forward, self.decorated = resolve(self.fn)
@@ -404,12 +530,19 @@ class _Checker:
                                 "or trainable variables")
 
         self.us = [self._upstream() for _ in range(self.probes)]
-        eager = V.decide(self._eager(), self, self.opts)
+        em = self._eager()
+        eager = V.decide(em, self, self.opts)
         modes = {"eager": eager.verdict}
         graph = None
         if self.graph and eager.verdict != "error":
             try:
-                graph = V.decide(self._graph(), self, self.opts)
+                gm = self._graph()
+                if V.same_gradients(gm, em, self.opts):
+                    graph = eager  # tf.function computes what eager does: the same verdict
+                else:
+                    # Something differs under tf.function: judge it on its own numbers (the
+                    # small-upstream probe is eager, so it cannot speak for this mode).
+                    graph = V.decide(gm, _FiniteDifferencesOnly(self), self.opts)
             except Exception as e:
                 if eager.verdict in ("match", "intentional"):
                     modes["tf.function"] = "error"
@@ -417,11 +550,13 @@ class _Checker:
                                         f"{eager.detail})", eager.args, modes=modes)
             if graph is not None:
                 modes["tf.function"] = graph.verdict
-        report = V.combine(eager, graph)
+        report = V.combine(eager, None if graph is eager else graph)
+        report = self._higher_order(report, modes)
         dropped = self._dropped_integer_gradients()
         if dropped and report.verdict in ("match", "intentional"):
             report.verdict, report.detail = "mismatch", f"{dropped} ({report.detail})"
         report.seed, report.function, report.modes = self.seed, self.fn_name, modes
+        report.modes = modes
         return report
 
     def _report(self, verdict, detail, args=(), reference=None, emax=None,
@@ -436,19 +571,25 @@ class _Checker:
 
 
 def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variables=None,
-                   intentional=False, graph=True) -> GradientReport:
+                   intentional=False, graph=True, order=1, complex_probe=False,
+                   float64_rerun=True) -> GradientReport:
     """Checks the custom gradient of `fn` at `inputs` against TensorFlow autodiff.
 
     `fn` is a `tf.custom_gradient`-decorated function (or the raw forward returning
     `(y, grad_fn)`). `variables`, if given, replaces the trainable variables discovered by
     watching the forward. `intentional=True` (from a `# cglint: intentional` comment) turns a
-    mismatch into `intentional`. With `graph` (the default), a gradient that is right eagerly is
-    also computed once under `tf.function`, where eager-only code fails (`error`). Never raises
-    for problems in the checked code: they become the verdict.
+    mismatch into `intentional`. With `graph` (the default) the comparison and the variable-order
+    probe also run under `tf.function`, where eager-only code fails (`error`) and `variables`
+    comes sorted by name. `order=2` also compares the second derivative (nested tapes) and the
+    forward-mode JVP with autodiff's. `complex_probe` re-runs with complex inputs when the forward
+    accepts them. A float32 match near the float32 noise floor is re-run in float64 when the
+    function accepts it (`float64_rerun`). `report.modes` says what ran and its verdict. Never
+    raises for problems in the checked code: they become the verdict.
     """
-    checker = _Checker(fn, inputs, rtol, atol, seed, probes, variables, intentional, graph)
+    checker = _Checker(fn, inputs, rtol, atol, seed, probes, variables, intentional, graph,
+                       order)
     try:
-        return checker.run()
+        report = checker.run()
     except _Structural as e:
         return checker._report("error", str(e), [])
     except _NotRunnable as e:
@@ -456,16 +597,111 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
     except Exception as e:  # a failure of the checker itself must not become a traceback
         return V.skipped(f"the check itself failed: {_first_line(e)}", seed,
                          getattr(checker, "fn_name", ""))
+    kw = dict(rtol=rtol, atol=atol, seed=seed, probes=probes, variables=variables,
+              intentional=intentional, graph=False, order=1, complex_probe=False,
+              float64_rerun=False)
+    if float64_rerun and V.near_noise_floor(report):
+        report = _rerun_float64(fn, inputs, report, checker, kw)
+    if complex_probe and report.verdict == "match":
+        report = _complex_probe(fn, inputs, report, checker, kw)
+    return report
+
+
+def _recast(inputs, dtype_map):
+    """`inputs` with floating tensors cast by `dtype_map` (float32 -> ...), or None."""
+    out = []
+    for x in inputs:
+        if isinstance(x, tf.Variable):
+            return None
+        if tf.is_tensor(x) or isinstance(x, np.ndarray):
+            t = tf.convert_to_tensor(x)
+            if t.dtype in dtype_map:
+                t = dtype_map[t.dtype](t)
+            out.append(t)
+        else:
+            out.append(x)
+    return out
+
+
+def _rerun_float64(fn, inputs, report, checker, kw) -> GradientReport:
+    """One wrong Jacobian entry in 10^4 hides under float32 rounding; in float64 the margin is
+    ~10^10. Only when the function takes float64 inputs (variables cannot be recast)."""
+    if any(v.dtype != tf.float64 for v in getattr(checker, "variables", [])):
+        return report
+    cast = _recast(inputs, {tf.float32: lambda t: tf.cast(t, tf.float64)})
+    if cast is None or forward_failure(fn, *cast) is not None:
+        return report
+    again = check_gradient(fn, *cast, **kw)
+    worst = V.fmt(report.max_rel_error or 0.0)
+    if again.verdict == "mismatch":
+        again.detail = (f"in float64 (the float32 comparison, {worst}, was at its noise floor): "
+                        f"{again.detail}")
+        again.modes = {**report.modes, "float64": "mismatch"}
+        return again
+    if again.verdict == "match":
+        report.detail += f" (float32 at its noise floor; float64 re-run: {again.detail})"
+        report.modes = {**report.modes, "float64": "match"}
+    return report
+
+
+def _complex_probe(fn, inputs, report, checker, kw) -> GradientReport:
+    """Complex inputs, when the forward takes them: a grad fn right for real inputs can still
+    miss the conjugate TensorFlow's convention needs (grad = conj(df/dz) * upstream)."""
+    rng = np.random.default_rng(checker.seed + 1)
+
+    def to_complex(t):
+        imag = tf.constant(0.5 * rng.standard_normal(t.shape.as_list()), t.dtype)
+        return tf.complex(t, imag)
+
+    cast = _recast(inputs, {tf.float32: to_complex, tf.float64: to_complex})
+    if cast is None or all(tf.is_tensor(a) and not a.dtype.is_complex for a in cast) or \
+            forward_failure(fn, *cast) is not None:
+        return report
+    again = check_gradient(fn, *cast, **kw)
+    report.modes = {**report.modes, "complex": again.verdict}
+    if again.verdict == "mismatch":
+        again.detail = (f"with complex inputs: {again.detail}; real inputs match, so the grad fn "
+                        "probably misses the conjugate (TensorFlow's convention: "
+                        "grad = conj(df/dz) * upstream, tensorflow#57357)")
+        again.modes = report.modes
+        return again
+    return report
+
+
+def forward_failure(fn, *inputs) -> str | None:
+    """None if the undecorated forward runs on `inputs` and returns `(y, grad_fn)`, else why
+    not (the exception's first line)."""
+    forward, _ = resolve(fn)
+    try:
+        out = forward(*inputs)
+    except Exception as e:
+        return _first_line(e)
+    if isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1]):
+        return None
+    return f"the forward must return (y, grad_fn); it returned {type(out).__name__}"
 
 
 def forward_runs(fn, *inputs) -> bool:
     """True if the undecorated forward runs on `inputs` and returns `(y, grad_fn)`."""
-    forward, _ = resolve(fn)
-    try:
-        out = forward(*inputs)
-    except Exception:
-        return False
-    return isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])
+    return forward_failure(fn, *inputs) is None
+
+
+# TensorFlow's own custom-gradient contract, as its messages word it: failing on every input
+# the same way is the function's fault, not the inputs'.
+_CONTRACT = re.compile(r"custom_gradient|grad_fn|compatible with tf\.function|"
+                       r"must return zero or more Tensors|must return \(y, grad_fn\)")
+
+
+def no_inputs_report(failures: list, seed: int = 0) -> GradientReport:
+    """The verdict when no candidate input ran the forward: `error` with TensorFlow's message
+    when every candidate failed with the same custom-gradient contract error, else `skipped`."""
+    failures = [f for f in failures if f]
+    if failures and len(set(failures)) == 1 and _CONTRACT.search(failures[0]):
+        return GradientReport(verdict="error", seed=seed,
+                              detail=f"the forward fails on every input: {failures[0]}")
+    last = f" (last: {failures[-1]})" if failures else ""
+    return V.skipped(f"no inputs could be built: the forward failed on all {len(failures)} "
+                     f"candidate shapes{last}", seed)
 
 
 def assert_gradient_matches(fn, *inputs, allow_intentional=False, **kw) -> GradientReport:

@@ -130,7 +130,7 @@ def _params(fn) -> list[str]:
 
 
 def check_one(module, source: str, request: dict, seed: int) -> dict:
-    from .check import check_gradient, forward_runs
+    from .check import check_gradient, forward_failure, no_inputs_report
     from .spec import SpecError, build_inputs, candidate_specs, parse_spec
 
     name = request["function"]
@@ -143,20 +143,24 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
         if spec_text:
             inputs = build_inputs(parse_spec(spec_text), params, module, seed)
         else:
-            inputs, tried = None, candidate_specs(source, name, request.get("shapes"))
+            inputs, failures = None, []
+            tried = candidate_specs(source, name, request.get("shapes"),
+                                    hints=request.get("hints"))
             for spec_text in tried:
                 candidate = build_inputs(parse_spec(spec_text), params, module, seed)
-                if forward_runs(fn, *candidate):
+                failures.append(forward_failure(fn, *candidate))
+                if failures[-1] is None:
                     inputs = candidate
                     break
             if inputs is None:
-                return skipped(f"no inputs could be built: the forward failed on all "
-                               f"{len(tried)} candidate shapes", seed)
+                return {**no_inputs_report(failures, seed).to_dict(), "inputs": None}
     except SpecError as e:
         return skipped(f"bad input spec: {e}", seed)
     report = check_gradient(fn, *inputs, seed=seed, rtol=request.get("rtol"),
                             atol=request.get("atol"), probes=request.get("probes", 3),
-                            intentional=bool(request.get("intentional", False)))
+                            intentional=bool(request.get("intentional", False)),
+                            order=int(request.get("order", 1)),
+                            complex_probe=bool(request.get("complex", False)))
     return {**report.to_dict(), "inputs": spec_text}
 
 

@@ -17,13 +17,14 @@ import re
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from cglint.diagnostics import Diagnostic, FileResult
 from cglint.model import GradientSite, ModuleModel
 
 _EXAMPLE = re.compile(r"#\s*cglint:\s*example\s+(?P<spec>.+?)\s*$")
 _INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
+# A module that works with complex numbers: its custom gradients get complex probes too.
+_COMPLEX = re.compile(r"\bcomplex(64|128)\b|tf\.complex\(|\bconj\(|\b\d+(\.\d*)?j\b")
 # Calls whose first argument is a shape or a literal value: their result's shape is known.
 _SHAPED = {"tensorflow.zeros", "tensorflow.ones", "tensorflow.random.normal", "tensorflow.random.uniform",
            "tensorflow.fill", "tensorflow.random.truncated_normal"}
@@ -46,7 +47,7 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
     model: ModuleModel | None = result.model
     if model is None or not model.sites:
         return []
-    positions = MetadataWrapper(model.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = model.positions
     lines = result.source.splitlines()
     shapes = _module_shapes(model)
     planned = []
@@ -65,8 +66,16 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
         example = next((m.group("spec") for c in comments if (m := _EXAMPLE.search(c))), None)
         if example:
             request["inputs"] = example
-        elif (values := _call_site_values(model, site)) is not None:
-            request["inputs"] = ", ".join(f"module:{v}" for v in values)
+        else:
+            known = _call_site_inputs(model, site)
+            if known and len(known) == len(site.inputs) and not site.has_varargs:
+                request["inputs"] = ", ".join(known[i] for i in range(len(known)))
+            elif known:
+                request["hints"] = known  # the rest is searched
+        if _uses_nested_custom_gradient(model, site):
+            request["order"] = 2  # the documented higher-order pattern: check what it is for
+        if _COMPLEX.search(result.source):
+            request["complex"] = True
         if any(_INTENTIONAL.search(c) for c in comments):
             request["intentional"] = True
         name, skip = _import_name(model, site)
@@ -106,40 +115,116 @@ def _comments_above(lines: list[str], start: int) -> list[str]:
     return out
 
 
-def _call_site_values(model: ModuleModel, site: GradientSite) -> list[str] | None:
-    """Module-level names passed positionally at a call of the function, when the call passes
-    one for every input."""
+def _call_site_inputs(model: ModuleModel, site: GradientSite) -> dict[int, str]:
+    """What a call of the function in the module passes, by position, as input specs: a
+    module-level name (`module:BATCH`, a Python number stays one), a number literal
+    (`float(0.1)`: TensorFlow never differentiates it, and an intentional multiplier is a
+    scalar as the module uses it), or `self.attr` of the calling class when the class makes it
+    with a known shape or a number. The call that tells the most wins."""
     names = set(site.call_names) | ({site.forward.name.value} if isinstance(site.forward, cst.FunctionDef) else set())
+    best: dict[int, str] = {}
     for call, scope in model.all_calls:
         if not (isinstance(call.func, cst.Name) and call.func.value in names):
             continue
-        args = [a.value for a in call.args]
-        if len(args) != len(site.inputs) or any(a.keyword or a.star for a in call.args):
+        if any(a.keyword or a.star for a in call.args):
             continue
-        if all(isinstance(a, cst.Name) and a.value in model.root.bindings and scope.lookup(a.value)[0] is model.root
-               for a in args):
-            return [a.value for a in args]  # type: ignore[union-attr]
+        if not site.has_varargs and len(call.args) != len(site.inputs):
+            continue
+        known = {}
+        for i, arg in enumerate(call.args):
+            spec = _arg_spec(model, arg.value, scope)
+            if spec is not None:
+                known[i] = spec
+        if len(known) > len(best):
+            best = known
+    return best
+
+
+def _number_spec(node: cst.BaseExpression) -> str | None:
+    sign = ""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        sign, node = "-", node.expression
+    if isinstance(node, cst.Integer):
+        return f"int({sign}{int(node.value)})"
+    if isinstance(node, cst.Float):
+        return f"float({sign}{float(node.value)!r})"
     return None
 
 
+def _arg_spec(model: ModuleModel, node: cst.BaseExpression, scope) -> str | None:
+    if (number := _number_spec(node)) is not None:
+        return number
+    if isinstance(node, cst.Name):
+        found = scope.lookup(node.value)
+        if found is not None and found[0] is model.root:
+            return f"module:{node.value}"
+        return None
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        cls = scope
+        while cls is not None and not isinstance(cls.node, cst.ClassDef):
+            cls = cls.parent
+        for value in (cls.attributes.get(node.attr.value, []) if cls is not None else []):
+            if (number := _number_spec(value)) is not None:
+                return number.replace("int(", "float(") if "." in number else number
+            if isinstance(value, cst.Call):
+                shape = _shape_of_call(model, value, cls)
+                if shape is not None:
+                    return f"normal({', '.join(map(str, shape))})"
+    return None
+
+
+def _uses_nested_custom_gradient(model: ModuleModel, site: GradientSite) -> bool:
+    """A custom-gradient function defined inside this one (in its grad fn, typically): the
+    grad fn has its own custom gradient, so the second derivative is the user's."""
+    for other in model.sites:
+        scope = other.scope.parent
+        while other is not site and scope is not None:
+            if scope is site.scope:
+                return True
+            scope = scope.parent
+    return False
+
+
 def _module_shapes(model: ModuleModel) -> list[list[int]]:
-    """Literal shapes of the module-level variables and tensors, for the input search."""
+    """Literal shapes of the variables and tensors the module makes anywhere (module level,
+    `__init__`, `build`), for the input search: `tf.Variable([[...]])`, `tf.zeros([n])`,
+    `tf.Variable(tf.random.normal([16, 4]))`, initialiser calls `GlorotUniform()((16, 4))`,
+    `self.add_weight(shape=(16, 4))`; dimensions may be module-level integer constants."""
     shapes: list[list[int]] = []
-    for values in model.root.bindings.values():
-        for value in values:
-            if not isinstance(value, cst.Call) or not value.args:
-                continue
-            qual = model.qualname(value.func)
-            first = value.args[0].value
-            shape = None
-            if qual in _VALUED:
-                shape = _literal_shape(first)
-            elif qual in _SHAPED and isinstance(first, (cst.List, cst.Tuple)):
-                dims = [_int(el.value) for el in first.elements]
-                shape = dims if None not in dims else None
-            if shape is not None and shape not in shapes:
-                shapes.append(shape)  # type: ignore[arg-type]
+    for call, scope in model.all_calls:
+        shape = _shape_of_call(model, call, scope)
+        if shape is not None and shape not in shapes:
+            shapes.append(shape)
     return shapes
+
+
+def _shape_of_call(model: ModuleModel, call: cst.Call, scope, depth: int = 0) -> list[int] | None:
+    if depth > 3:
+        return None
+    keyword = next((a.value for a in call.args if a.keyword and a.keyword.value == "shape"), None)
+    if keyword is not None:  # add_weight(shape=...), initializer(shape=...), tf.zeros(shape=...)
+        return _dims(model, keyword, scope)
+    positional = [a.value for a in call.args if not a.keyword and not a.star]
+    if not positional:
+        return None
+    first = positional[0]
+    qual = model.qualname(call.func)
+    if qual in _VALUED:
+        if isinstance(first, cst.Call):
+            return _shape_of_call(model, first, scope, depth + 1)
+        return _literal_shape(first)
+    if qual in _SHAPED or (qual or "").startswith(("keras.initializers.", "tensorflow.keras.initializers.",
+                                                  "tensorflow.initializers.")) \
+            or isinstance(call.func, cst.Call):  # an initialiser instance called on a shape
+        return _dims(model, first, scope)
+    return None
+
+
+def _dims(model: ModuleModel, node: cst.BaseExpression, scope) -> list[int] | None:
+    if not isinstance(node, (cst.List, cst.Tuple)):
+        return None
+    dims = [_int(model, el.value, scope) for el in node.elements]
+    return dims if None not in dims and all(d >= 0 for d in dims) else None  # type: ignore[operator]
 
 
 def _literal_shape(node: cst.BaseExpression) -> list[int] | None:
@@ -153,5 +238,14 @@ def _literal_shape(node: cst.BaseExpression) -> list[int] | None:
     return None
 
 
-def _int(node: cst.BaseExpression) -> int | None:
-    return int(node.value) if isinstance(node, cst.Integer) else None
+def _int(model: ModuleModel, node: cst.BaseExpression, scope=None) -> int | None:
+    """An integer literal, or a name bound only to one (`UNITS = 8`)."""
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.Name):
+        found = (scope or model.root).lookup(node.value)
+        values = found[1] if found else []
+        ints = {int(v.value) for v in values if isinstance(v, cst.Integer)}
+        if len(ints) == 1 and len(values) == 1:
+            return ints.pop()
+    return None

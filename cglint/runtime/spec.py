@@ -6,7 +6,9 @@ A spec is a comma-separated list of inputs, one per positional parameter, option
     uniform(2, 3, low=-1, high=1)       uniform on [low, high)
     zeros(4) / ones(2, 2)               constant fills
     constant([[1., 2.], [3., 4.]])      a literal (Python numbers and nested lists only)
-    2.5                                 a scalar literal
+    2.5                                 a scalar literal (a float32 tensor)
+    float(0.1) / int(3)                 a Python number, as a call passing a literal does:
+                                        TensorFlow converts it but never differentiates it
     module:NAME  /  module:NAME.attr    a value the module defines (e.g. an example batch)
     float64                             on its own: the dtype of every input not naming one
 
@@ -29,6 +31,8 @@ CONSTRUCTORS = {
     "zeros": {},
     "ones": {},
     "constant": {},
+    "float": {},
+    "int": {},
 }
 
 
@@ -49,6 +53,8 @@ class InputSpec:
         head = f"{self.name}=" if self.name else ""
         if self.kind == "module":
             return f"{head}module:{self.value}"
+        if self.kind in ("float", "int"):
+            return f"{head}{self.kind}({self.value!r})"
         args = [repr(self.value)] if self.kind in ("constant", "literal") else \
             [str(d) for d in self.shape]
         args += [f"{k}={v}" for k, v in self.params.items()]
@@ -135,6 +141,13 @@ def _parse_one(text: str, default_dtype: str | None) -> InputSpec:
         if len(node.args) != 1:
             raise SpecError("constant() takes exactly one literal")
         return InputSpec(kind, value=_literal(node.args[0]), dtype=dtype, name=name)
+    if kind in ("float", "int"):
+        if len(node.args) != 1 or node.keywords:
+            raise SpecError(f"{kind}() takes exactly one number")
+        value = _number(node.args[0])
+        if kind == "int" and not isinstance(value, int):
+            raise SpecError(f"int() takes an integer, got {value!r}")
+        return InputSpec(kind, value=float(value) if kind == "float" else value, name=name)
     dims = []
     for a in node.args:
         if isinstance(a, (ast.List, ast.Tuple)):  # normal([2, 3]) as well as normal(2, 3)
@@ -189,6 +202,8 @@ def build_inputs(specs: list[InputSpec], params: list[str] | None = None, module
         elif s.kind == "uniform":
             values.append(tf.constant(rng.uniform(s.params["low"], s.params["high"], s.shape),
                                       dtype=dtype))
+        elif s.kind in ("float", "int"):
+            values.append(s.value)
         elif s.kind == "zeros":
             values.append(tf.zeros(s.shape, dtype))
         elif s.kind == "ones":
@@ -278,11 +293,34 @@ def module_shapes(source: str) -> list[tuple]:
     return shapes
 
 
-def _positional_count(source: str, qualname: str) -> int | None:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
+# Parameters whose values must be positive: a negative clipping norm or temperature gives NaN or
+# nonsense, which would then be reported as the custom gradient's fault.
+POSITIVE_NAMES = {"norm", "scale", "eps", "epsilon", "temperature", "temp", "sigma", "std",
+                  "stddev", "limit", "clip", "threshold", "tau", "alpha", "beta", "gamma"}
+# Parameters that are typically per-feature weights: probed as (k,) against an (n, k) batch,
+# where a grad fn that collapses or over-reduces their gradient shows (tensorflow#127690).
+PER_FEATURE_NAMES = {"beta", "gamma", "alpha", "scale", "bias", "gain", "shift", "offset",
+                     "slope", "weight"}
+# Of the positive ones, those that are almost always scalars (a clipping norm, an epsilon).
+SCALAR_NAMES = {"norm", "eps", "epsilon", "temperature", "temp", "limit", "clip", "threshold",
+                "tau"}
+_POSITIVE_LOW, _POSITIVE_HIGH = 0.5, 1.5
+
+
+def _name_parts(name: str) -> set[str]:
+    return {p for p in name.lower().split("_") if p}
+
+
+def positive_domain(name: str) -> bool:
+    """`clip_norm`, `temperature`, `eps`, `sigma`...: probed with positive values."""
+    return bool(_name_parts(name) & POSITIVE_NAMES) and not name.lower().startswith("log")
+
+
+def _scalar_name(name: str) -> bool:
+    return bool(_name_parts(name) & SCALAR_NAMES)
+
+
+def _find_def(tree, qualname: str):
     body, node = tree.body, None
     for part in qualname.split("."):
         node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
@@ -290,22 +328,73 @@ def _positional_count(source: str, qualname: str) -> int | None:
         if node is None:
             return None
         body = node.body
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _call_arity(tree, name: str) -> int | None:
+    """The number of positional arguments the module's calls of `name` pass (the most common
+    one), for a forward taking `*args`."""
+    counts = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and not any(isinstance(a, ast.Starred) for a in node.args):
+            f = node.func
+            called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+                else None
+            if called == name:
+                counts.append(len(node.args))
+    return max(set(counts), key=counts.count) if counts else None
+
+
+def parameters(source: str, qualname: str) -> list[str] | None:
+    """Display names of the positional inputs of `qualname` (`self`/`cls` excluded); a `*args`
+    forward gets `args[0]`, `args[1]`... for as many as its call sites pass."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    node = _find_def(tree, qualname)
+    if node is None:
         return None
     names = [a.arg for a in node.args.posonlyargs + node.args.args]
     if "." in qualname and names and names[0] in ("self", "cls"):
         names = names[1:]
-    return len(names)
+    if node.args.vararg is not None:
+        arity = _call_arity(tree, qualname.split(".")[-1])
+        extra = max(1, (arity or 0) - len(names))
+        names += [f"{node.args.vararg.arg}[{i}]" for i in range(extra)]
+    return names
 
 
-def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8) -> list[str]:
+def _positional_count(source: str, qualname: str) -> int | None:
+    names = parameters(source, qualname)
+    return None if names is None else len(names)
+
+
+def _one(name: str, shape: tuple, hint: str | None) -> str:
+    if hint is not None:
+        return hint
+    dims = ", ".join(str(d) for d in shape)
+    if positive_domain(name):
+        dims = "" if _scalar_name(name) else dims
+        return f"uniform({dims + ', ' if dims else ''}low={_POSITIVE_LOW}, high={_POSITIVE_HIGH})"
+    return f"normal({dims})"
+
+
+def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
+                    hints: dict | None = None) -> list[str]:
     """Candidate input specs for `qualname`, most plausible first: shapes that fit a matrix
-    product with the module's weights (`x @ W` needs x of shape (batch, W.shape[0])), the
-    module's own shapes and dimensions, then generic small shapes. `shapes` are the shapes the
-    static side found; without them the module's literals are read here."""
+    product with the module's weights (`x @ W` needs x of shape (batch, W.shape[0])), a batch
+    against per-feature parameters (`(n, k)` with `(k,)`, where a collapsed or over-reduced
+    gradient shows), the module's own shapes and dimensions, then generic small shapes.
+    `shapes` are the shapes the static side found; without them the module's literals are read
+    here. `hints` fix some parameters (by position) to a spec, as a call site passes them.
+    Parameters with a positive domain (`clip_norm`, `eps`, `temperature`...) get positive
+    values, scalars for those that almost always are."""
     shapes = [tuple(s) for s in (module_shapes(source) if shapes is None else shapes)]
-    nparams = _positional_count(source, qualname)
-    nparams = 1 if nparams is None else nparams
+    names = parameters(source, qualname)
+    names = ["x"] if names is None else names
+    hints = {int(k): v for k, v in (hints or {}).items()}
+    nparams = len(names)
     if nparams == 0:
         return [""]
     one: list[tuple] = []
@@ -318,13 +407,26 @@ def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8) -> 
         if len(s) >= 2:
             add((2, s[0]))
     for s in shapes:
+        if len(s) == 1:  # a per-feature weight: a batch of features, where reductions show
+            add((2, s[0]))
+    for s in shapes:
         add(s)
     for d in dict.fromkeys(d for s in shapes for d in s):
         add((2, d))
         add((d,))
     for s in ((2, 3), (3,), ()):
         add(s)
-    specs = [shape_spec([s] * nparams) for s in one]
+
+    def spec(per_param):
+        return ", ".join(_one(n, sh, hints.get(i)) for i, (n, sh) in enumerate(zip(names, per_param)))
+
+    specs = [spec([s] * nparams) for s in one]
+    free = [i for i in range(nparams) if i not in hints]
+    if len(free) > 1 and any(_name_parts(names[i]) & PER_FEATURE_NAMES for i in free[1:]):
+        # A batch for the first free input and per-feature parameters for the others.
+        ks = list(dict.fromkeys([s[-1] for s in shapes if len(s) == 1] + [3]))
+        mixed = [spec([(4, k) if i == free[0] else (k,) for i in range(nparams)]) for k in ks]
+        specs = [specs[0]] + mixed[:2] + specs[1:] if shapes else mixed[:2] + specs
     if nparams > 1 and len(shapes) >= nparams:
-        specs.insert(0, shape_spec(shapes[:nparams]))
+        specs.insert(0, ", ".join(_one(n, shapes[i], hints.get(i)) for i, n in enumerate(names)))
     return list(dict.fromkeys(specs))[:limit]

@@ -63,7 +63,9 @@ class Measurements:
     # (permutation of the variables, custom VJP with `variables` in that order), as the grad fn
     # returned it: entry j of the variable part answers for variable perm[j].
     orders: list = field(default_factory=list)
-    mode: str = "eager"  # "eager" or "tf.function": where these numbers were measured
+    # Where these numbers were measured: "eager", "tf.function", "second-order" (Hessian-vector
+    # products; `args` as for first order) or "forward" (JVPs; `args` are the outputs).
+    mode: str = "eager"
 
 
 class Measure(Protocol):
@@ -340,6 +342,18 @@ class _Decider:
         """Custom and autodiff disagree on this argument: ask finite differences and the
         runtime signatures of intentional estimators."""
         finite_ad = all(finite(a) for a in as_)
+        what = {"second-order": "second derivative ", "forward": "JVP "}.get(self.m.mode, "")
+        if self.m.mode in ("second-order", "forward"):
+            # No intentional estimators at higher order: a missing or different derivative here
+            # is what higher-order users silently get.
+            if all(c is None for c in cs):
+                return ("mismatch", "autodiff", emax,
+                        f"no {what}for {arg.name} (None) where autodiff's is nonzero")
+            if not finite_ad:
+                return ("skipped", None, None, f"inconclusive for {arg.name}: autodiff's {what}"
+                        "is not finite")
+            what = f"JVP of {arg.name}" if self.m.mode == "forward" else f"d/{arg.name}"
+            return ("mismatch", "autodiff", emax, f"{what} off by {pct(emax)} vs autodiff")
         if all(c is None for c in cs):
             return ("intentional", "autodiff", emax,
                     f"gradient stopped: the grad fn returns None for {arg.name}")
@@ -404,7 +418,10 @@ class _Decider:
             return False
         for size in (1e-3, 1e-6):
             factor = size / total
-            cs, as_ = self.measure.small(factor)
+            try:
+                cs, as_ = self.measure.small(factor)
+            except NotImplementedError:
+                return False
             if all(finite(c) and close(c, a, arg, self.opts, self.scale_floor * factor)[0]
                    for arg, c, a in zip(self.args, cs, as_)):
                 return True
@@ -431,6 +448,18 @@ class _Decider:
         bad = [k for k, r in results.items() if r[0] == "mismatch"]
         ref_mismatch = [k for k in bad if results[k][1] == "autodiff"
                         and results[k][2] is not None and np.isfinite(results[k][2])]
+        if self.m.mode in ("second-order", "forward"):
+            ref_mismatch = []
+        swaps = self.swapped(bad)
+        if swaps:
+            where = (" (`variables` comes sorted by name here)"
+                     if self.m.mode == "tf.function" else "")
+            detail = ("gradients swapped between variables" + where + ": " +
+                      ", ".join(f"d/{self.args[k].name} is {self.args[j].name}'s gradient"
+                                for k, j in swaps.items()))
+            for k in swaps:
+                results[k] = ("mismatch", "autodiff", results[k][2], detail)
+            ref_mismatch = [k for k in ref_mismatch if k not in swaps]
         if ref_mismatch:
             # Intentional estimators are recognised by how they behave, not by their names.
             ratios = {k: self.scaled([c[k] for c in self.m.customs], [a[k] for a in self.m.autos])
@@ -460,16 +489,7 @@ class _Decider:
                                   f"gradient clipping ({names}): matches autodiff for a small "
                                   "upstream, nonlinear in it for a large one")
                 bad = []
-        swaps = self.swapped(bad)
-        if swaps:
-            where = (" (under tf.function `variables` comes sorted by name)"
-                     if self.m.mode == "tf.function" else "")
-            detail = ("gradients swapped between variables" + where + ": " +
-                      ", ".join(f"d/{self.args[k].name} is {self.args[j].name}'s gradient"
-                                for k, j in swaps.items()))
-            for k in swaps:
-                results[k] = ("mismatch", "autodiff", results[k][2], detail)
-        if bad and self.opts.intentional:
+        if bad and self.opts.intentional and self.m.mode not in ("second-order", "forward"):
             for k in bad:
                 v, ref, e, d = results[k]
                 results[k] = ("intentional", ref, e, f"declared intentional: {d}")
@@ -528,6 +548,27 @@ def decide(m: Measurements, measure: Measure | None = None,
     """The verdict for one mode's measurements. `measure` supplies finite differences and the
     small-upstream probe when a disagreement needs them (None: those explanations are off)."""
     return _Decider(m, measure, opts or Options()).decide()
+
+
+def same_gradients(a: Measurements, b: Measurements, opts: Options | None = None) -> bool:
+    """The two modes' custom gradients agree on every probe, argument and permuted call."""
+    opts = opts or Options()
+    pairs = [(x, y) for ca, cb in zip(a.customs, b.customs) for x, y in zip(ca, cb)]
+    pairs += [(x, y) for (pa, oa), (pb, ob) in zip(a.orders, b.orders) for x, y in zip(oa, ob)]
+    for arg_pairs in [pairs]:
+        for x, y in arg_pairs:
+            if (x is None) != (y is None):
+                return False
+            if x is None:
+                continue
+            if np.shape(x) != np.shape(y) or not (finite(x) and finite(y)):
+                if not np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True):
+                    return False
+                continue
+            dtype = np.asarray(y).dtype.name
+            if not close(x, y, Arg("", "", np.shape(y), dtype), opts, 0.0)[0]:
+                return False
+    return len(a.orders) == len(b.orders)
 
 
 def near_noise_floor(report: GradientReport) -> bool:

@@ -114,7 +114,8 @@ def test_good_module_gets_verdicts(results):
     assert r[5]["verdict"] == "match", r[5]
     assert r[6]["verdict"] == "skipped" and r[6]["detail"].startswith("bad input spec")
     assert r[7]["verdict"] == "skipped" and "needs an instance of Layer" in r[7]["detail"]
-    assert r[8]["verdict"] == "match" and r[8]["inputs"] == "normal(4)", r[8]
+    # A (4,) shape in the module: a batch of 4 features first, where reductions show.
+    assert r[8]["verdict"] == "match" and r[8]["inputs"] == "normal(2, 4)", r[8]
     assert r[9]["verdict"] == "skipped" and "not reachable by import" in r[9]["detail"]
     assert all(x["path"].endswith("mod_good.py") for x in r)
 

@@ -62,3 +62,34 @@ def test_shape_search_candidates():
     assert two[0] == "normal(3, 2), normal(2)" and all(s.count("normal") == 2 for s in two)
     assert candidate_specs("def f(x): ...", "f", shapes=[]) == [
         "normal(2, 3)", "normal(3)", "normal()"]
+
+
+def test_positive_domain_names_get_positive_values_and_scalars_where_usual():
+    source = "def clip_gradient(x, clip_norm): ...\ndef soft(logits, temperature, scale): ...\n"
+    assert candidate_specs(source, "clip_gradient", shapes=[])[0] == \
+        "normal(2, 3), uniform(low=0.5, high=1.5)"
+    first = candidate_specs(source, "soft", shapes=[])[0]
+    assert first == "normal(4, 3), uniform(low=0.5, high=1.5), uniform(3, low=0.5, high=1.5)"
+    x, t, s = build_inputs(parse_spec(first), ["logits", "temperature", "scale"])
+    assert t.shape == () and float(t) > 0 and s.shape == (3,) and float(tf.reduce_min(s)) > 0
+
+
+def test_per_feature_parameters_are_probed_against_a_batch():
+    # (k,) against (n, k), where a collapsed or over-reduced parameter gradient shows.
+    assert candidate_specs("def swish(x, beta): ...", "swish", shapes=[])[0] == \
+        "normal(4, 3), uniform(3, low=0.5, high=1.5)"
+    # Plain elementwise binary ops keep equal shapes (broadcasting is not assumed).
+    assert candidate_specs("def mul(a, b): ...", "mul", shapes=[])[0] == "normal(2, 3), normal(2, 3)"
+
+
+def test_varargs_arity_comes_from_call_sites_and_hints_fix_parameters():
+    source = "def fused(*parts): ...\n\ndef block(x):\n    return fused(x, x, x)\n"
+    assert candidate_specs(source, "fused", shapes=[])[0] == \
+        "normal(2, 3), normal(2, 3), normal(2, 3)"
+    source = "def scale_gradient(x, multiplier): ...\n"
+    assert candidate_specs(source, "scale_gradient", shapes=[], hints={"1": "float(-0.3)"})[0] == \
+        "normal(2, 3), float(-0.3)"
+    (number,) = build_inputs(parse_spec("float(-0.3)"))
+    assert number == -0.3 and type(number) is float
+    with pytest.raises(SpecError):
+        parse_spec("int(2.5)")

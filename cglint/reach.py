@@ -1,0 +1,34 @@
+"""Which modules are TensorFlow for a file: `[tool.cglint] tensorflow-aliases`, modules that
+re-export TensorFlow (`lingvo.compat`, a project's `from mypkg import tf_compat as tf`).
+
+The CLI reads its configuration once and sets it here for the run (`use`); other hosts (the
+language server, the flake8 plugin, library calls) get the nearest configuration of each file's
+directory, as the CLI would find it, looked up once per directory."""
+
+from __future__ import annotations
+
+import os
+
+_override: tuple[str, ...] | None = None
+_by_directory: dict[str, tuple[str, ...]] = {}
+
+
+def use(aliases: tuple[str, ...] | None) -> None:
+    """The aliases every file of this run uses (None: look them up per directory again)."""
+    global _override
+    _override = tuple(aliases) if aliases is not None else None
+
+
+def tensorflow_aliases(path: str | None) -> tuple[str, ...]:
+    if _override is not None:
+        return _override
+    real = path and not path.startswith("<") and path != "-"
+    directory = os.path.dirname(os.path.abspath(path)) if real else os.getcwd()
+    if directory not in _by_directory:
+        from cglint import config
+
+        try:
+            _by_directory[directory] = config.load(directory).tensorflow_aliases
+        except (config.ConfigError, OSError):
+            _by_directory[directory] = ()  # a broken configuration is the CLI's to report
+    return _by_directory[directory]

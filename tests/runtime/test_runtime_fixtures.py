@@ -1,0 +1,169 @@
+"""Every fixture in fixtures/runtime/ through the runtime path `cglint --runtime=all` takes (the
+static plan, the child's input search, check_gradient), in this process to share one
+TensorFlow import: the verdict, the detail and the inputs the search found are pinned."""
+
+import os
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from cglint.engine import lint_file
+from cglint.runtime import check_gradient
+from cglint.runtime.child import check_one, import_by_path
+from cglint.runtime.plan import plan_file
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures" / "runtime"
+
+# fixture -> (function, verdict, detail start, inputs the plan or search chose, modes)
+EXPECTED = {
+    "silu_beta.py": ("swish", "mismatch",
+                     "d/beta has shape () but beta has shape (3,): a broadcast-collapsed gradient",
+                     "normal(4, 3), uniform(3, low=0.5, high=1.5)", {"tf.function": "mismatch"}),
+    "layer_norm_swap.py": ("layer_norm", "mismatch",
+                           "gradients do not follow the order of variables: hard-coded order",
+                           "normal(2, 8)", {"tf.function": "mismatch"}),
+    "softplus_second_order.py": ("softplus", "mismatch",
+                                 "second derivative: d/x off by", "normal(2, 3)",
+                                 {"eager": "match", "second-order": "mismatch"}),
+    "sign_grad_jvp.py": ("sign_backward", "intentional", "declared intentional: d/x off by",
+                         "normal(2, 3)", {"forward": "mismatch"}),
+    "complex_mul.py": ("modulate", "mismatch", "with complex inputs: d/w off by",
+                       "normal(2, 3), normal(2, 3)", {"eager": "match", "complex": "mismatch"}),
+    "scaled_tanh_int.py": ("scaled_tanh", "mismatch",
+                           "integer input gain: TensorFlow drops the gradient the grad fn returns",
+                           "module:FEATURES, module:GAIN", {"eager": "match"}),
+    "logsumexp_underflow.py": ("log_marginal", "mismatch",
+                               "d/scores is not finite (nan at 3 of 6 elements) where autodiff "
+                               "is finite", "module:SCORES", {"eager": "mismatch"}),
+    "clip_norm_op.py": ("clip_gradient", "intentional", "gradient clipping (x): matches autodiff",
+                        "normal(2, 3), uniform(low=0.5, high=1.5)", {"eager": "intentional"}),
+    "dense_random_init.py": ("dense_tanh", "match", "matches autodiff to", "normal(2, 16)",
+                             {"eager": "match", "tf.function": "match"}),
+    "keras_add_weight.py": ("dense_gelu", "match", "matches autodiff to",
+                            "normal(2, 12), normal(12, 5), normal(5)", {"tf.function": "match"}),
+    "varargs_sum.py": ("fused_residual", "match", "matches autodiff to",
+                       "normal(2, 3), normal(2, 3), normal(2, 3)", {"eager": "match"}),
+    "grad_multiplier.py": ("scale_gradient", "intentional",
+                           "gradient reversed and scaled by 0.3: custom = -0.3 x autodiff for x",
+                           "normal(2, 3), float(-0.3)", {"eager": "intentional"}),
+    "tf_function_inside.py": ("fast_gelu", "error",
+                              "the forward fails on every input: TypeError: To be compatible with "
+                              "tf.function", None, None),
+}
+
+
+# What the static rules say about the same modules (fixtures/ is linted as a whole by
+# tests/test_cli.py and tests/test_flake8.py): most of these bugs are only visible at runtime.
+STATIC = {"layer_norm_swap.py": {"CG006"}, "tf_function_inside.py": {"CG001"}}
+
+
+def test_every_runtime_fixture_has_an_expectation():
+    assert {p.name for p in FIXTURES.glob("*.py")} == set(EXPECTED)
+
+
+def test_static_findings_on_the_runtime_fixtures():
+    found = {p.name: {d.code for d in lint_file(str(p)).diagnostics} for p in FIXTURES.glob("*.py")}
+    assert {name: codes for name, codes in found.items() if codes} == STATIC
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_verdict(name):
+    function, verdict, detail, inputs, modes = EXPECTED[name]
+    path = str(FIXTURES / name)
+    result = lint_file(path)
+    (planned,) = [p for p in plan_file(result, everything=True) if p.request["function"] == function]
+    assert planned.skip is None
+    module = import_by_path(path)
+    got = check_one(module, result.source, planned.request, seed=0)
+    shown = f"{name}: {got['verdict']} | {got['detail']} | inputs {got.get('inputs')} | {got.get('modes')}"
+    assert got["verdict"] == verdict, shown
+    assert got["detail"].startswith(detail), shown
+    assert got.get("inputs") == inputs, shown
+    for mode, v in (modes or {}).items():
+        assert got["modes"][mode] == v, shown
+    assert "0x" not in got["detail"], shown  # no object addresses: the same text every run
+
+
+def test_forward_mode_difference_is_a_mismatch_when_order_2_is_asked_for():
+    module = import_by_path(str(FIXTURES / "sign_grad_jvp.py"))
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]])
+    r = check_gradient(module.sign_backward, x, intentional=True, order=2)
+    assert r.verdict == "mismatch", r.detail
+    assert r.detail.startswith("forward mode (tf.autodiff.ForwardAccumulator): JVP of y off by "
+                               "100% vs autodiff: TensorFlow builds forward-mode JVPs by "
+                               "transposing the grad fn"), r.detail
+    # A deliberately different first derivative makes the second differ too: not compared.
+    assert r.modes["forward"] == "mismatch" and "second-order" not in r.modes
+
+
+def test_correct_higher_order_pattern_matches_at_order_2():
+    @tf.custom_gradient
+    def softplus(x):
+        def first_order(dy):
+            @tf.custom_gradient
+            def sigmoid_of(x_):
+                s = tf.sigmoid(x_)
+                return s, lambda ddy: ddy * s * (1.0 - s)
+            return dy * sigmoid_of(x)
+        return tf.math.softplus(x), first_order
+
+    r = check_gradient(softplus, tf.constant([-1.5, 0.2, 2.0]), order=2)
+    assert r.verdict == "match", r.detail
+    assert r.modes == {"eager": "match", "tf.function": "match", "second-order": "match",
+                       "forward": "match"}
+
+
+def test_a_diluted_wrong_entry_is_found_by_the_float64_rerun():
+    # One Jacobian entry 0.1% off among 10^4: under the float32 tolerance, above float32
+    # rounding, and ~10^5 times the float64 tolerance.
+    n = 10_000
+    mask = tf.one_hot(0, n)
+
+    @tf.custom_gradient
+    def sin(x):
+        return tf.sin(x), lambda dy: dy * tf.cos(x) * (1.0 + 1e-3 * tf.cast(mask, x.dtype))
+
+    x = tf.random.stateless_normal([n], seed=[4, 2]) * 0.1
+    r = check_gradient(sin, x)
+    assert r.verdict == "mismatch", r.detail
+    assert r.detail.startswith("in float64 (the float32 comparison, ") and "d/x off by" in r.detail
+    assert check_gradient(sin, x, float64_rerun=False).verdict == "match"
+    r = check_gradient(lambda x: (tf.sin(x), lambda dy: dy * tf.cos(x)), x)
+    assert r.verdict == "match", r.detail
+
+
+def test_float32_gradient_for_a_float64_input_and_varargs_names():
+    @tf.custom_gradient
+    def double(x):
+        return 2.0 * x, lambda dy: tf.cast(2.0 * dy, tf.float32)  # TensorFlow accepts it
+
+    r = check_gradient(double, tf.constant([0.5, -1.0], tf.float64))
+    assert r.verdict == "mismatch"
+    assert r.detail.startswith("d/x is float32 but x is float64: TensorFlow accepts the gradient")
+
+    @tf.custom_gradient
+    def total(*parts):
+        return tf.add_n(list(parts)), lambda dy: tuple(dy for _ in parts)
+
+    r = check_gradient(total, tf.ones([2]), tf.ones([2]))
+    assert r.verdict == "match" and [a.name for a in r.args] == ["parts[0]", "parts[1]"]
+
+
+def test_python_number_constants_are_not_differentiated():
+    EPS = 1e-3
+
+    @tf.custom_gradient
+    def safe_sqrt(x, eps):
+        y = tf.sqrt(x + eps)
+        return y, lambda dy: (dy * 0.5 / y, None)
+
+    r = check_gradient(safe_sqrt, tf.constant([0.5, 2.0]), EPS)
+    assert r.verdict == "match" and [a.name for a in r.args] == ["x"], r.detail
+    # The same value as a tensor is an input TensorFlow differentiates: its None is reported.
+    r = check_gradient(safe_sqrt, tf.constant([0.5, 2.0]), tf.constant(EPS))
+    assert r.verdict == "intentional" and "gradient stopped" in r.detail, r.detail
+
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
