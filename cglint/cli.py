@@ -187,12 +187,16 @@ def _run(argv: list[str] | None) -> int:
     would_change = 0
     diffs: list[str] = []
     noqa_added = 0
+    failed_paths = 0  # unreadable paths and internal errors: reported, the run goes on, exit 2
     shown: list[tuple[str, list[tuple[str, str]]]] = []  # --show-fixes: (path, [(code, name)])
-    try:
-        for path in files.discover(paths, settings.is_excluded, settings.force_exclude):
+    for path in files.discover(paths, settings.is_excluded, settings.force_exclude):
+        try:
             rules = _with_unused_noqa(settings.rules_for(path), args)
             if fixing:
                 outcome = _fix_one(path, rules, args)
+                if outcome.not_written:
+                    _fail(f"{path}: {outcome.not_written}")
+                    failed_paths += 1
                 fixed += len(outcome.applied)
                 shown.append((path, [(a.code, a.name) for a in outcome.applied]))
                 if outcome.changed:
@@ -205,12 +209,12 @@ def _run(argv: list[str] | None) -> int:
                 if args.add_noqa and result.diagnostics:
                     noqa_added += _add_noqa(path, result)
                 results.append(result)
-    except FileNotFoundError as exc:
-        return _fail(f"no such file or directory: {exc.args[0]}")
-    except OSError as exc:
-        return _fail(f"{exc.filename}: {exc.strerror}")
-    except engine.InternalError as exc:
-        return _fail(f"internal error, please report: {exc}")
+        except OSError as exc:
+            _fail(str(exc) if isinstance(exc, files.ReadError) else f"{path}: {exc.strerror or exc}")
+            failed_paths += 1
+        except engine.InternalError as exc:
+            _fail(f"internal error, please report: {exc}")
+            failed_paths += 1
 
     for result in results:
         for warning in result.warnings:
@@ -219,7 +223,7 @@ def _run(argv: list[str] | None) -> int:
 
     if args.add_noqa:
         print(f"Added {_plural(noqa_added, 'noqa directive')}.", file=sys.stderr)
-        return EXIT_CLEAN
+        return EXIT_ERROR if failed_paths else EXIT_CLEAN
     if args.show_fixes and fixing:
         _show_fixes(shown, would=args.diff, to_stdout=not args.diff and args.output_format == "text"
                     and not args.output_file and not args.statistics)
@@ -227,8 +231,10 @@ def _run(argv: list[str] | None) -> int:
         sys.stdout.write("".join(diffs))
         print(f"Would fix {_plural(fixed, 'problem')}" + (f" in {_plural(would_change, 'file')}." if fixed else "."),
               file=sys.stderr)
-        return EXIT_FINDINGS if would_change and not args.exit_zero else EXIT_CLEAN
-    return _report(args, settings, results, fixed)
+        status = EXIT_FINDINGS if would_change and not args.exit_zero else EXIT_CLEAN
+    else:
+        status = _report(args, settings, results, fixed)
+    return EXIT_ERROR if failed_paths else status
 
 
 def _with_unused_noqa(rules, args):
@@ -269,7 +275,7 @@ def _diff(path: str, old: str, new: str) -> str:
 
 
 def _add_noqa(path: str, result) -> int:
-    from cglint import fix, noqa
+    from cglint import files, fix, noqa
 
     if result.notebook is not None:  # comments go on the cells' lines; the JSON around them stays
         from cglint import notebook
@@ -292,9 +298,10 @@ def _add_noqa(path: str, result) -> int:
         if fix.check_source(new, path) is not None:
             _warn(f"{path}: adding `# noqa` would break the file; left unchanged")
             return 0
-        with open(path, "rb") as fh:
-            bom = fh.read(3) == b"\xef\xbb\xbf"
-        fix.write_atomic(path, (b"\xef\xbb\xbf" if bom else b"") + new.encode("utf-8"))
+        read = files.read(path)
+        if read.text != result.source:
+            raise files.ReadError(path, "changed on disk since cglint read it; not written")
+        fix.write_back(read, new)
     return changed
 
 
@@ -366,7 +373,10 @@ def _report(args, settings, results, fixed: int) -> int:
         try:
             fixmod.write_atomic(args.output_file, text)
         except OSError as exc:
-            return _fail(f"{args.output_file}: cannot write: {exc.strerror}")
+            from cglint.files import ReadError
+
+            reason = exc.reason if isinstance(exc, ReadError) else (exc.strerror or str(exc)).lower()
+            return _fail(f"{args.output_file}: cannot write: {reason}")
     else:
         sys.stdout.write(text)
     remaining = sum(len(r.diagnostics) for r in results)

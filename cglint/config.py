@@ -206,11 +206,18 @@ def load(start: Path | str | None = None, config_file: Path | str | None = None)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    from cglint import files
+
     try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(files.read(str(path), limit=1 << 20).raw.decode("utf-8"))
+    except files.ReadError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.reason}") from None
+    except files.UndecodableError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except (RecursionError, MemoryError):  # tomllib recurses per nesting level
+        raise ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 import libcst as cst
 
 from cglint import files, noqa, quickscan, reach
+from cglint import source as pysource
 from cglint.diagnostics import Diagnostic, FileResult, Finding
 from cglint.model import ModuleModel
 from cglint.rules import ALL_RULES, Rule
@@ -28,35 +30,41 @@ def lint_source(
     `apply_noqa=False` keeps what line `# noqa` comments suppress, for hosts that apply their
     own (flake8)."""
     rules = list(rules)
-    text = source
     # --report-unused-noqa judges every `# noqa` comment: such files are parsed in full.
     unused_noqa = apply_noqa and UnusedNoqa in rules and noqa.mentions_noqa(source)
     if unused_noqa:
         prefilter = reduce = False
-    if prefilter:
-        if not files.may_hold_site(source):
-            return FileResult(path, source, [], parsed=False)
+    if prefilter and not files.may_hold_site(source):
+        return FileResult(path, source, [], parsed=False)
+    # Python's parser decides what is a syntax error, and guards libcst against nesting that
+    # crashes it (cglint.source).
+    tree, python_error = pysource.parse(source)
+    if python_error is not None and python_error.nesting:
+        return _syntax_error(path, source, rules, python_error.line, python_error.column,
+                             f"cannot parse: {python_error.message}", apply_noqa)
+    text = pysource.analysis_text(source, tree) if tree is not None else source
+    reduced = False
     aliases = reach.tensorflow_aliases(path) if tensorflow_aliases is None else tensorflow_aliases
     if prefilter:
-        scan = quickscan.scan(source, aliases)
+        scan = quickscan.scan(text, aliases, tree) if tree is not None else None
         if scan is not None and not scan.relevant:
             return FileResult(path, source, [], parsed=False)
         if reduce and scan is not None:
-            text = scan.reduced
-    try:
-        module = cst.parse_module(text)
-    except cst.ParserSyntaxError as exc:
-        diags = []
-        if any(r is SyntaxErrorRule for r in rules):
-            message = f"cannot parse: {exc.message}"
-            diags.append(_diagnostic(path, SyntaxErrorRule, exc.raw_line, exc.raw_column + 1, exc.raw_line,
-                                     exc.raw_column + 2, message))
-        kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
-        return FileResult(path, source, kept, parsed=False, warnings=warnings)
-    except RecursionError:
-        diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, "cannot parse: nesting too deep")]
-        return FileResult(path, source, diags if SyntaxErrorRule in rules else [], parsed=False)
+            text, reduced = scan.reduced, True
+    module, problem, text = _parse_libcst(text, tree is not None)
+    if module is None:
+        if python_error is not None:  # libcst's position is usually the more precise one
+            line, column, message = problem if problem is not None else (
+                python_error.line, python_error.column, f"cannot parse: {python_error.message}")
+            return _syntax_error(path, source, rules, line, column, message, apply_noqa)
+        # Python compiles the file but libcst cannot parse it: not the user's syntax error.
+        reason = problem[2] if problem is not None else "libcst cannot parse it"
+        return FileResult(path, source, [], parsed=False,
+                          warnings=[f"not analysed: Python accepts this file but {reason.removeprefix('cannot parse: ')}"])
 
+    if not reduced and (text != source or "\x0c" in source or source.startswith("\ufeff")):
+        # libcst drops a leading BOM and form feeds in indentation: fixes map back (cglint.fix)
+        pysource.remember(module, source, text)
     try:
         model = ModuleModel(module, aliases)
         findings: list[tuple[type[Rule], Finding]] = []
@@ -90,12 +98,47 @@ def lint_source(
         from cglint.rules import cg100_unused_noqa
 
         kept = _sorted(kept + cg100_unused_noqa.diagnostics(path, source, module, diags, rules))
-    full = text is source
-    return FileResult(path, source, kept, parsed=True, module=module if full else None, model=model,
+    return FileResult(path, source, kept, parsed=True, module=None if reduced else module, model=model,
                       warnings=warnings)
 
 
+def _parse_libcst(text: str, python_accepts: bool) -> tuple[cst.Module | None, tuple[int, int, str] | None, str]:
+    """libcst's parse, or (None, (line, column, message)), and the text parsed. A file Python accepts may still trip
+    libcst's tokenizer on tab/space indentation that Python accepts (it compares indentation
+    with tabs as 8 columns and as 1): retried with each indenting tab as one space, which keeps
+    both the block structure and every position."""
+    try:
+        return cst.parse_module(text), None, text
+    except cst.ParserSyntaxError as exc:
+        problem = (exc.raw_line, exc.raw_column + 1, f"cannot parse: {exc.message}")
+    except RecursionError:
+        problem = (1, 1, "cannot parse: nesting too deep")
+    except Exception as exc:  # noqa: BLE001 - e.g. CSTValidationError on a newer Unicode identifier
+        problem = None if not str(exc) else (1, 1, f"cannot parse: {type(exc).__name__}: {exc}")
+    if python_accepts and "\t" in text:
+        untabbed = _INDENT_TABS.sub(lambda m: m.group(0).replace("\t", " "), text)
+        try:
+            return cst.parse_module(untabbed), None, untabbed
+        except Exception:  # noqa: BLE001
+            pass
+    return None, problem, text
+
+
+_INDENT_TABS = re.compile(r"(?m)^[ \t\f]*\t[ \t\f]*")
+
+
+def _syntax_error(path: str, source: str, rules: list[type[Rule]], line: int, column: int, message: str,
+                  apply_noqa: bool) -> FileResult:
+    diags = []
+    if SyntaxErrorRule in rules:
+        diags.append(_diagnostic(path, SyntaxErrorRule, line, column, line, column + 1, message))
+    kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+    return FileResult(path, source, kept, parsed=False, warnings=warnings)
+
+
 def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, reduce: bool = False) -> FileResult:
+    """Lint a file on disk. Raises files.ReadError (naming the path) when it cannot be read as a
+    file; content cglint cannot take (undecodable, too large) is a CG000 "cannot read"."""
     if path.endswith(".ipynb"):  # a notebook: its code cells as one module (cglint.notebook)
         from cglint import notebook
 

@@ -14,6 +14,7 @@ Library entry points (the CLI and the language server use them):
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -24,6 +25,7 @@ from typing import Iterable
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from cglint import source as pysource
 from cglint.diagnostics import UNSAFE, Diagnostic, FileResult, Fix
 from cglint.rules import ALL_RULES, Rule
 
@@ -57,6 +59,7 @@ class FixResult:
     dropped: list[DroppedFix]
     result: FileResult  # the lint of `new_source`: what remains
     converged: bool = True  # False when MAX_ROUNDS ended the loop with fixes still applicable
+    not_written: str | None = None  # why fix_file wrote nothing though fixes applied
 
     @property
     def changed(self) -> bool:
@@ -117,8 +120,17 @@ def fix_source(
         if round_number == max_rounds:
             converged = False
             break
-        chosen, new_source = _one_round(result.module, candidates, path, dropped, result.model)
-        if not chosen or new_source == current:
+        chosen, new_code = _one_round(result.module, candidates, path, dropped, result.model)
+        if not chosen:
+            break
+        try:
+            new_source = to_source(current, result.module, new_code)
+        except pysource.Unsafe as exc:
+            for d in chosen:
+                dropped.setdefault((d.code, d.line, d.fix.description),  # type: ignore[union-attr]
+                                   DroppedFix(d.code, d.line, d.fix.description, f"not applied: {exc}"))  # type: ignore[union-attr]
+            break
+        if new_source == current:
             break
         applied += [AppliedFix(d.code, d.line, d.fix.description, d.fix.safe, d.fix.applicability, d.name)  # type: ignore[union-attr]
                     for d in chosen]
@@ -134,6 +146,7 @@ def _one_round(
     # The engine's positions for this parse, when it computed them (one codegen pass per parse).
     positions = model.positions if model is not None and model.module is module else (
         MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))
+    statements = [(positions[stmt].start.line, positions[stmt].end.line, i, stmt) for i, stmt in enumerate(module.body)]
     taken: list[CodeRange] = []
     chosen: list[Diagnostic] = []
     outcomes: dict[str, Diagnostic] = {}  # result of one fix alone -> the finding it fixed
@@ -143,7 +156,7 @@ def _one_round(
         spans = [positions.get(old) for old, _ in fix.edits]
         if not spans or any(s is None for s in spans):
             continue
-        alone, problem = validated(module, fix, path)
+        alone, problem = _validated_locally(module, fix, path, spans, statements)  # type: ignore[arg-type]
         if alone is None:
             dropped.setdefault((d.code, d.line, fix.description), DroppedFix(d.code, d.line, fix.description, problem or ""))
             continue
@@ -167,6 +180,25 @@ def _one_round(
     return chosen, combined
 
 
+def _validated_locally(module: cst.Module, fix: Fix, path: str, spans: list[CodeRange],
+                       statements: list[tuple[int, int, int, cst.CSTNode]]) -> tuple[object | None, str | None]:
+    """`validated`, on the one top-level statement holding every edit of `fix`: what compiles
+    depends only on it (its defs, loops and scopes are inside it), and checking it alone keeps a
+    round linear in the module's size instead of quadratic in its sites. Returns (a key unique
+    to the fix's outcome, None) or (None, why not). Fixes spanning statements, or touching the
+    module itself, are checked on the whole module."""
+    first, last = min(s.start.line for s in spans), max(s.end.line for s in spans)
+    holder = next((entry for entry in statements if entry[0] <= first and last <= entry[1]), None)
+    if holder is None or any(old is module for old, _ in fix.edits):
+        return validated(module, fix, path)
+    mini = module.with_changes(body=[holder[3]])
+    code = Fix(list(fix.edits), applicability=fix.applicability, description=fix.description).apply(mini).code
+    problem = check_source(code, path)
+    if problem is not None:
+        return None, problem
+    return (holder[2], code), None
+
+
 def _overlap(a: CodeRange, b: CodeRange) -> bool:
     start_a, end_a = (a.start.line, a.start.column), (a.end.line, a.end.column)
     start_b, end_b = (b.start.line, b.start.column), (b.end.line, b.end.column)
@@ -183,6 +215,11 @@ def validated(module: cst.Module, fix: Fix, path: str = "<fixed>") -> tuple[str 
     not parse or compile. The check every fix passes before anyone applies it."""
     code = _apply(module, [fix])
     problem = check_source(code, path)
+    if problem is None and (known := pysource.registered(module)) is not None:
+        try:
+            code = to_source(known[0], module, code)
+        except pysource.Unsafe as exc:
+            return None, str(exc)
     return (None, problem) if problem is not None else (code, None)
 
 
@@ -211,24 +248,36 @@ def check_source(code: str, path: str = "<fixed>") -> str | None:
 
 def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
     """The fix as non-overlapping replacements of `source` (which `module` was parsed from),
-    one per edit, in source order. Each is the smallest span where the text changes."""
+    one per edit, in source order. Each is the smallest span where the text changes. Empty
+    when the fix would write over text libcst did not see as it is (`source.splice`)."""
+    known = pysource.registered(module)
+    analysis = known[1] if known is not None else None
+    base = module.code if known is not None else source
+    starts = pysource.line_starts(source)
     out = []
     for edit in fix.edits:
         new = Fix([edit], applicability=fix.applicability, description=fix.description).apply(module).code
-        if new == source:
+        if new == base:
             continue
-        start = 0
-        limit = min(len(source), len(new))
-        while start < limit and source[start] == new[start]:
-            start += 1
-        end_old, end_new = len(source), len(new)
-        while end_old > start and end_new > start and source[end_old - 1] == new[end_new - 1]:
-            end_old -= 1
-            end_new -= 1
-        sl, sc = _line_col(source, start)
-        el, ec = _line_col(source, end_old)
-        out.append(TextEdit(sl, sc, el, ec, new[start:end_new], start, end_old))
+        try:
+            start, end, text = pysource.splice(source, base, new, analysis)
+        except pysource.Unsafe:
+            return []
+        sl, sc = pysource.line_col(source, start, starts)
+        el, ec = pysource.line_col(source, end, starts)
+        out.append(TextEdit(sl, sc, el, ec, text, start, end))
     return sorted(out, key=lambda e: e.start)
+
+
+def to_source(source: str, module: cst.Module, code: str) -> str:
+    """`code` (libcst's code for `module`, parsed from `source`, after edits) as the new
+    source: only the changed span is taken from it, so no byte libcst does not keep is lost.
+    Raises source.Unsafe when that span is not the source as it is on disk."""
+    known = pysource.registered(module)
+    if known is None:
+        return code
+    start, end, text = pysource.splice(source, module.code, code, known[1])
+    return source[:start] + text + source[end:]
 
 
 def json_edits(source: str, module: cst.Module | None, fix: Fix) -> list[dict]:
@@ -241,48 +290,87 @@ def json_edits(source: str, module: cst.Module | None, fix: Fix) -> list[dict]:
              "end_location": {"row": e.end_line, "column": e.end_column}} for e in text_edits(source, module, fix)]
 
 
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
 # ---- files ---------------------------------------------------------------------------------
 
 
 def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = False, write: bool = True) -> FixResult:
-    """Fix a file in place (atomically), keeping its BOM, line endings and mode. With
-    `write=False` nothing is written (for --diff). Raises OSError / files.UndecodableError."""
+    """Fix a file in place (atomically), keeping its encoding, BOM, line endings and mode.
+    With `write=False` nothing is written (for --diff). Raises files.ReadError when the path
+    cannot be read. When the fixes cannot be written (the file is read-only, or changed or
+    vanished since it was read), nothing is written: `not_written` says why and `result` is
+    the lint of the file as it is."""
     from cglint import engine, files
 
     if path.endswith(".ipynb"):  # a notebook: fixed as one module, written back cell by cell
         from cglint import notebook
 
         return notebook.fix_file(path, rules, unsafe, write)
-    with open(path, "rb") as fh:
-        raw = fh.read()
-    bom = raw.startswith(b"\xef\xbb\xbf")
+    rules = list(rules)
     try:
-        source = files.read_source(path)
+        read = files.read(path)
     except files.UndecodableError:
-        result = engine.lint_file(path, list(rules))
+        result = engine.lint_file(path, rules)
         return FixResult(path, result.source, result.source, [], [], result)
-    fixed = fix_source(source, path, rules, unsafe)
+    fixed = fix_source(read.text, path, rules, unsafe)
     if write and fixed.changed:
-        write_atomic(path, (b"\xef\xbb\xbf" if bom else b"") + fixed.new_source.encode("utf-8"))
+        try:
+            write_back(read, fixed.new_source)
+        except OSError as exc:
+            original = engine.lint_source(read.text, path, rules)
+            return FixResult(path, read.text, read.text, [], fixed.dropped, original, not_written=_why(exc))
     return fixed
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
+def _why(exc: OSError) -> str:
+    from cglint import files
+
+    return exc.reason if isinstance(exc, files.ReadError) else (exc.strerror or str(exc)).lower()
+
+
+def write_back(read, text: str) -> None:
+    """Write `text` over the file `read` (a files.Read) came from, in its encoding and BOM,
+    only if the file is still what was read. Raises files.ReadError (naming the path) when the
+    file is read-only, changed or gone, or the text does not fit the file's encoding."""
+    from cglint import files
+
+    if not read.mode & 0o222:
+        raise files.ReadError(read.path, "read-only; fixes not written")
+    try:
+        data = pysource.encode(text, read.decoded)
+    except UnicodeEncodeError:
+        raise files.ReadError(read.path, f"the fixed text does not fit the file's {read.decoded.encoding} "
+                                         "encoding; not written") from None
+    write_atomic(read.path, data, expect=read.identity)
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str, expect: tuple[int, int, int, int] | None = None) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never a torn
-    one: a temporary file in the same directory, flushed, given the old file's mode, then
-    `os.replace`d over it. A symlink is followed (its target is replaced)."""
+    one: a temporary file in the same directory, flushed, given the old file's mode (and owner,
+    where allowed), then `os.replace`d over it. A symlink is followed (its target is replaced,
+    the link kept). Only a regular file (or a new one) is ever replaced: a character device
+    (`/dev/null`, a terminal) or a FIFO is written in place, never replaced by a regular file.
+
+    With `expect` (files.identity of the file as read), nothing is written if the file is gone
+    or changed since: files.ReadError says so."""
+    from cglint import files
+
     if isinstance(data, str):
         data = data.encode("utf-8")
     target = os.path.realpath(path)
-    directory = os.path.dirname(target) or "."
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        st: os.stat_result | None = os.stat(target)
     except FileNotFoundError:
+        st = None
+    if expect is not None and (st is None or files.identity(st) != expect):
+        what = "deleted" if st is None else "changed on disk"
+        raise files.ReadError(str(path), f"{what} since cglint read it; not written")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_in_place(str(path), target, st, data)
+        return
+    directory = os.path.dirname(target) or "."
+    if st is not None:
+        mode = stat.S_IMODE(st.st_mode)
+    else:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
@@ -293,6 +381,18 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
+        if st is not None:
+            try:
+                os.chown(tmp, st.st_uid, st.st_gid)
+            except OSError:
+                pass
+        if expect is not None:  # last look, as close to the replace as it gets
+            try:
+                now = os.stat(target)
+            except FileNotFoundError:
+                raise files.ReadError(str(path), "deleted since cglint read it; not written") from None
+            if files.identity(now) != expect:
+                raise files.ReadError(str(path), "changed on disk since cglint read it; not written")
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -302,5 +402,30 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
         raise
 
 
+def _write_in_place(path: str, target: str, st: os.stat_result, data: bytes) -> None:
+    from cglint import files
+
+    if stat.S_ISDIR(st.st_mode):
+        raise files.ReadError(path, "is a directory")
+    if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+        raise files.ReadError(path, "not a regular file, a character device or a FIFO; not written")
+    try:
+        # O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of blocking forever.
+        flags = os.O_WRONLY | (getattr(os, "O_NONBLOCK", 0) if stat.S_ISFIFO(st.st_mode) else 0)
+        fd = os.open(target, flags | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise files.ReadError(path, "a FIFO with no reader; not written") from None
+        raise
+    try:
+        if stat.S_ISFIFO(st.st_mode):
+            os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
 __all__ = ["AppliedFix", "DroppedFix", "FixResult", "TextEdit", "applicable", "fix_file", "fix_source",
-           "json_edits", "text_edits", "validated", "write_atomic", "MAX_ROUNDS"]
+           "json_edits", "text_edits", "to_source", "validated", "write_atomic", "write_back", "MAX_ROUNDS"]

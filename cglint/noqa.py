@@ -24,6 +24,7 @@ import tokenize
 from typing import Iterable
 
 from cglint.diagnostics import Diagnostic
+from cglint.source import line_col, split_lines
 
 _CODES = r"[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*"
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>" + _CODES + r"))?", re.IGNORECASE)
@@ -73,7 +74,7 @@ def file_suppressions(source: str) -> tuple[frozenset[str] | None, list[tuple[in
     problems: list[tuple[int, str]] = []
     comment_lines = None
     for match in _FILE_NOQA.finditer(source):
-        line = source.count("\n", 0, match.start()) + 1
+        line = line_col(source, match.start())[0]
         if comment_lines is None:
             comment_lines = _comment_lines(source)
         if line not in comment_lines:  # inside a string: not a directive
@@ -95,7 +96,7 @@ def _comment_lines(source: str) -> set[int]:
     """Lines on which a comment token starts (so `#` inside strings does not count)."""
     lines = set()
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        for tok in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):
             if tok.type == tokenize.COMMENT:
                 lines.add(tok.start[0])
     except (tokenize.TokenError, SyntaxError, IndentationError):
@@ -111,7 +112,7 @@ def block_suppressions(source: str) -> tuple[list[tuple[int, int, frozenset[str]
     comments silence, and (line, problem) for malformed ones."""
     if not _ANY_BLOCK.search(source):
         return [], []
-    lines = source.splitlines()
+    lines = split_lines(source)
     comments = _comment_tokens(source)
     open_: dict[str, int] = {}  # code (or "*") -> line its own-line `disable` opened at
     spans: list[tuple[int, int, frozenset[str]]] = []
@@ -153,7 +154,7 @@ def _comment_tokens(source: str) -> dict[int, str]:
     """Line -> text of the comment on it (tokenized, so `#` inside strings does not count)."""
     out: dict[int, str] = {}
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        for tok in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):
             if tok.type == tokenize.COMMENT:
                 out[tok.start[0]] = tok.string
     except (tokenize.TokenError, SyntaxError, IndentationError):
@@ -208,7 +209,7 @@ def apply(diags: list[Diagnostic], source: str, known: Iterable[str], line_noqa:
     if file_level is not None and file_level is not ALL:
         for code in sorted(c for c in file_level if c.startswith(OWN_PREFIX) and c not in known):
             warnings.append(f"unknown rule code {code!r} in `# cglint: noqa`, ignored")
-    lines = source.splitlines()
+    lines = split_lines(source)
     if line_noqa and _ANY_NOQA.search(source):
         for number, text in enumerate(lines, 1):
             codes = suppressions(text)
@@ -288,7 +289,7 @@ def add_noqa(source: str, diags: Iterable[Diagnostic]) -> tuple[str, int, list[i
             wanted.setdefault(d.line, set()).add(d.code)
     if not wanted:
         return source, 0, []
-    lines = source.splitlines(keepends=True)
+    lines = split_lines(source, keepends=True)
     blocked = _lines_without_comment_room(source)
     changed, skipped = 0, []
     for number in sorted(wanted):
@@ -310,7 +311,7 @@ def noqa_edit(source: str, line: int, codes: Iterable[str], blocked: set[int] | 
     `# noqa: ...` (its codes, other tools' included, stay first). None when nothing is needed
     (a bare `# noqa`, or every code listed already) or where a comment cannot go (the line ends
     inside a string or continues with a backslash)."""
-    lines = source.splitlines(keepends=True) if lines is None else lines
+    lines = split_lines(source, keepends=True) if lines is None else lines
     if not 1 <= line <= len(lines):
         return None
     if blocked is None:
@@ -339,7 +340,7 @@ def _lines_without_comment_room(source: str) -> set[int]:
     blocked: set[int] = set()
     try:
         fstring_starts: list[int] = []
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        for tok in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):
             name = tokenize.tok_name.get(tok.type, "")
             if name == "FSTRING_START":
                 fstring_starts.append(tok.start[0])
@@ -348,8 +349,8 @@ def _lines_without_comment_room(source: str) -> set[int]:
             elif tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
                 blocked.update(range(tok.start[0], tok.end[0]))
     except (tokenize.TokenError, SyntaxError, IndentationError):
-        return set(range(1, source.count("\n") + 2))
-    for number, text in enumerate(source.splitlines(), 1):
+        return set(range(1, len(split_lines(source)) + 2))
+    for number, text in enumerate(split_lines(source), 1):
         if text.rstrip().endswith("\\"):
             blocked.add(number)
     return blocked

@@ -634,15 +634,13 @@ def fix_file(path: str, rules, unsafe: bool = False, write: bool = True):
 
     rules = list(rules)
     try:
-        raw = read_text(path)
+        read = files.read(path)
     except files.UndecodableError:
         result = lint_file(path, rules)
         return fix.FixResult(path, "", "", [], [], result)
-    outcome = fix_text(raw, path, rules, unsafe)
+    outcome = fix_text(read.text, path, rules, unsafe)
     if write and outcome.changed:
-        with open(path, "rb") as fh:
-            bom = fh.read(3) == b"\xef\xbb\xbf"
-        fix.write_atomic(path, (b"\xef\xbb\xbf" if bom else b"") + outcome.new_source.encode("utf-8"))
+        fix.write_back(read, outcome.new_source)  # only if the file is still what was read
     return outcome
 
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from dataclasses import dataclass, field
 
+from cglint import source as pysource
 from cglint.model import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT, alias_to_tensorflow, normalize
 
 # The wrappers that make a site: TensorFlow's, and Keras 3's (tf.custom_gradient on its TF backend).
@@ -37,20 +37,20 @@ class Scan:
     needles: set[str] = field(default_factory=set)
 
 
-def scan(source: str, tensorflow_aliases: tuple[str, ...] = ()) -> Scan | None:
-    """None when Python's parser rejects the source (libcst then reports CG000 precisely)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escapes etc. are not ours to print
-            tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module | None = None) -> Scan | None:
+    """None when Python's parser rejects the source (libcst then reports CG000 precisely).
+    `tree` is Python's parse of `source` (or of a same-shape text: `source.analysis_text`)
+    when the caller has it already."""
+    if tree is None:
+        tree, _ = pysource.parse(source)
+        if tree is None:
+            return None
     statements = list(_statements(tree.body))
     imports = _reach(_imports(statements), tensorflow_aliases, tree, source)
     imports_tf = any(q == "tensorflow" or q.startswith("tensorflow.") for q in imports.values())
     # Only statements on lines that mention custom_gradient can call it; walking just their
     # expressions keeps this scan a small fraction of a full tree walk.
-    mention = {i for i, line in enumerate(source.splitlines(), 1) if "custom_gradient" in line}
+    mention = {i for i, line in enumerate(pysource.split_lines(source), 1) if "custom_gradient" in line}
     needles: set[str] = set()
     sites = 0
     for stmt in statements:
@@ -83,7 +83,7 @@ _VARIABLE_WORDS = ("Variable", "add_weight", "get_variable")
 
 
 def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
-    lines = source.splitlines(keepends=True)
+    lines = pysource.split_lines(source, keepends=True)
     keep = [False] * (len(lines) + 1)
     words = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(needles | {"custom_gradient"}))))
 

@@ -106,7 +106,7 @@ def test_stdin_with_filename():
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["no/such/path.py"], "no such file or directory: no/such/path.py"),
+        (["no/such/path.py"], "no/such/path.py: no such file or directory"),
         (["--select", "CG999", "fixtures"], "unknown rule code or prefix: 'CG999'"),
         (["--explain", "XX1"], "unknown rule code"),
         (["--output-format", "yaml"], "invalid choice"),
@@ -156,5 +156,5 @@ def test_pathological_nesting_is_cg000_and_the_run_goes_on(tmp_path):
     (tmp_path / "ok.py").write_text(BAD)
     run = cglint("--output-format", "concise", ".", cwd=tmp_path)
     assert run.returncode == 1 and "Traceback" not in run.stderr and "internal error" not in run.stderr
-    assert "deep.py:1:1: CG000 cannot analyse: nesting too deep" in run.stdout
+    assert "deep.py:1:1: CG000 cannot parse: nesting too deep" in run.stdout
     assert "ok.py:9:31: CG005" in run.stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from cglint.diagnostics import Diagnostic, FileResult
+from cglint.source import split_lines
 
 
 def render(results: list[FileResult], context=None) -> str:
@@ -18,7 +19,7 @@ def render(results: list[FileResult], context=None) -> str:
         if not result.diagnostics:
             continue
         files_with += 1
-        lines = result.source.splitlines()
+        lines = split_lines(result.source)  # Python's line breaks, as the positions count them
         for d in result.diagnostics:
             if d.cell is not None:  # a notebook: the frame shows the cell's own lines
                 from cglint.notebook import frame_lines

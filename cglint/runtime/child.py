@@ -82,14 +82,38 @@ def import_by_path(path: str):
         root = root.parent
     if file.stem == "__init__":
         parts.pop()
+    _load_shadowed_stdlib(root)
     sys.path.insert(0, str(root))
     if len(parts) > 1 or parts[0] != file.stem:
         return importlib.import_module(".".join(parts))
-    spec = importlib.util.spec_from_file_location(file.stem, file)
+    # A top-level module named like one already loaded or in the standard library (`inspect.py`,
+    # `random.py`) is imported under a name of its own: it must not replace that module for
+    # TensorFlow and cglint.
+    name = file.stem
+    if name in sys.modules or name in getattr(sys, "stdlib_module_names", ()):
+        name = f"_cglint_user_{name}"
+    spec = importlib.util.spec_from_file_location(name, file)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[file.stem] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _load_shadowed_stdlib(root: Path) -> None:
+    """Standard-library modules that a file in `root` would shadow once `root` leads sys.path
+    are imported first, from the standard library, so TensorFlow and the user's own imports
+    get the real ones; the user's file is imported under a name of its own (import_by_path)."""
+    names = getattr(sys, "stdlib_module_names", ())
+    try:
+        stems = {p.stem for p in root.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    except OSError:
+        return
+    for name in sorted(stems & set(names)):
+        if name not in sys.modules and not name.startswith("_"):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - a platform module that does not import here
+                pass
 
 
 def lookup(module, qualname: str):

@@ -152,6 +152,10 @@ def _number_spec(node: cst.BaseExpression) -> str | None:
 
 
 def _arg_spec(model: ModuleModel, node: cst.BaseExpression, scope) -> str | None:
+    # `tf.convert_to_tensor(self.kernel)`, `tf.identity(w)`: the value of what they wrap.
+    while isinstance(node, cst.Call) and node.args and \
+            model.qualname(node.func) in ("tensorflow.convert_to_tensor", "tensorflow.identity"):
+        node = node.args[0].value
     if (number := _number_spec(node)) is not None:
         return number
     if isinstance(node, cst.Name):

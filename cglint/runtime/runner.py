@@ -17,6 +17,7 @@ from pathlib import Path
 from .report import GradientReport
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []
 
 
 def _skipped(detail: str, seed: int) -> dict:
@@ -53,7 +54,9 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
         failure = None
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cglint.runtime.child", str(req_path), str(res_path)],
+                # -P: the module's directory (the cwd) is not put first on sys.path, so a user
+                # `inspect.py` or `random.py` cannot replace the standard library for the child.
+                [sys.executable, *_SAFE_PATH, "-m", "cglint.runtime.child", str(req_path), str(res_path)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 env=env, cwd=cwd or str(Path(module_path).resolve().parent),
                 start_new_session=True)  # its own process group, so a hang is killed whole

@@ -97,6 +97,8 @@ def run_runtime(
             entry = {"path": result.path, "function": planned.request["function"], "line": planned.line,
                      **summary, "inputs": verdict.get("inputs"), "seed": verdict.get("seed"),
                      "args": verdict.get("args", [])}
+            if verdict.get("modes"):  # eager / tf.function / forward / second-order verdicts
+                entry["modes"] = verdict["modes"]
             if result.notebook is not None:  # lines of a notebook are lines of a cell
                 cell, entry["line"] = result.notebook.position(planned.line)
                 entry = {"path": entry.pop("path"), "cell": cell, **entry}

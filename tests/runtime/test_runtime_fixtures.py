@@ -56,7 +56,9 @@ EXPECTED = {
 
 # What the static rules say about the same modules (fixtures/ is linted as a whole by
 # tests/test_cli.py and tests/test_flake8.py): most of these bugs are only visible at runtime.
-STATIC = {"layer_norm_swap.py": {"CG006"}, "tf_function_inside.py": {"CG001"}}
+# CG015: a Python float passed positionally (converted to a tensor under tf.function).
+STATIC = {"layer_norm_swap.py": {"CG006"}, "tf_function_inside.py": {"CG001"},
+          "grad_multiplier.py": {"CG015"}}
 
 
 def test_every_runtime_fixture_has_an_expectation():
@@ -167,3 +169,24 @@ def test_python_number_constants_are_not_differentiated():
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def test_cli_runtime_order_2_reports_modes_end_to_end():
+    # Real child processes, as users run it; the two modules are checked concurrently.
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "cglint", "--output-format", "json", "--runtime=all",
+                          "--runtime-order", "2", "fixtures/runtime/sign_grad_jvp.py",
+                          "fixtures/runtime/layer_norm_swap.py"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    by_function = {r["function"]: r for r in json.loads(run.stdout)["runtime"]}
+    sign = by_function["sign_backward"]
+    assert sign["verdict"] == "mismatch" and sign["detail"].startswith("forward mode"), sign
+    assert sign["modes"]["forward"] == "mismatch"
+    swap = by_function["layer_norm"]
+    assert swap["modes"] == {"eager": "mismatch", "tf.function": "mismatch"}, swap
+    assert "under tf.function: gradients swapped between variables" in swap["detail"], swap

@@ -1,0 +1,344 @@
+"""Source text as Python sees it: decoding (PEP 263), line breaks, and the text libcst parses.
+
+- Python breaks lines at `\\r\\n`, `\\r` and `\\n` only. `str.splitlines` also breaks at
+  `\\x0b \\x0c \\x1c \\x1d \\x1e \\x85 \\u2028 \\u2029`, which shifts every later line number:
+  `split_lines` and `line_col` count as Python (and libcst) do.
+- `decode` reads bytes as Python does: a BOM or a `# -*- coding: ... -*-` cookie, else UTF-8.
+- `parse` is Python's own parser: it decides what is a syntax error, and it guards libcst,
+  whose native parser overflows its stack (a segmentation fault) on nesting Python refuses.
+- `analysis_text` is what libcst is given: the source with pathological expressions (hundreds
+  of levels deep, thousands of nodes, huge literals) replaced by a same-length `(_ ... )`
+  stub. libcst's parser is superlinear in nesting depth (1,000 nested `[` take ~9 s) and
+  rules never need such an expression's inside, so every line and column stays where it was.
+  Fixes never write a stubbed span (see `cglint.fix`).
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import io
+import re
+import tokenize
+import warnings
+from bisect import bisect_right
+from collections import OrderedDict
+from dataclasses import dataclass
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+# Beyond these an expression is replaced by a stub in the text libcst parses.
+MAX_EXPRESSION_HEIGHT = 100
+MAX_EXPRESSION_CHARS = 20_000
+MAX_LITERAL_CHARS = 4000
+# Each level of nesting takes at least one character: a statement shorter than _GATE_CHARS is
+# never deep enough to matter, and a subexpression shorter than _SHORT_CHARS is counted as one
+# level (so a stub comes at most _SHORT_CHARS levels late).
+_GATE_CHARS = 120
+_SHORT_CHARS = 30
+
+
+def split_lines(text: str, keepends: bool = False) -> list[str]:
+    """`str.splitlines` with Python's line breaks only."""
+    out = []
+    start = 0
+    for match in LINE_BREAK.finditer(text):
+        out.append(text[start : match.end() if keepends else match.start()])
+        start = match.end()
+    if start < len(text):
+        out.append(text[start:])
+    return out
+
+
+def line_starts(text: str) -> list[int]:
+    """Offset of the first character of each line (Python's line breaks)."""
+    return [0, *(m.end() for m in LINE_BREAK.finditer(text))]
+
+
+def line_col(text: str, offset: int, starts: list[int] | None = None) -> tuple[int, int]:
+    """1-based (line, column) of `offset`, columns in code points."""
+    starts = starts if starts is not None else line_starts(text)
+    line = bisect_right(starts, offset)
+    return line, offset - starts[line - 1] + 1
+
+
+# ---- decoding --------------------------------------------------------------------------------
+
+
+class UndecodableError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Decoded:
+    text: str
+    encoding: str  # the codec to write the text back with ("utf-8" for UTF-8 with or without BOM)
+    bom: bool
+
+
+def decode(data: bytes) -> Decoded:
+    """Bytes to text as Python reads a module: BOM, else coding cookie, else UTF-8."""
+    bom = data.startswith(codecs.BOM_UTF8)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # unknown codec, or a cookie that contradicts the BOM
+        raise UndecodableError(str(exc)) from None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        name = "UTF-8" if encoding in ("utf-8", "utf-8-sig") else encoding
+        raise UndecodableError(f"not valid {name} (byte {exc.start})") from None
+    except LookupError as exc:
+        raise UndecodableError(str(exc)) from None
+    return Decoded(text, "utf-8" if encoding == "utf-8-sig" else encoding, bom)
+
+
+def encode(text: str, decoded: Decoded) -> bytes:
+    """The inverse of `decode` (raises UnicodeEncodeError if the text no longer fits the codec)."""
+    return (codecs.BOM_UTF8 if decoded.bom else b"") + text.encode(decoded.encoding)
+
+
+# ---- Python's parser -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PythonError:
+    message: str
+    line: int
+    column: int  # 1-based
+    nesting: bool  # Python gives up on depth: libcst must not be run on this text
+
+
+_NESTING = ("too many nested parentheses", "too many levels of indentation", "too complex",
+            "too many statically nested blocks", "parser stack overflow")
+
+
+def parse(text: str) -> tuple[ast.Module | None, PythonError | None]:
+    """Python's parse of `text`: the tree, or why Python rejects it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes etc. are not ours to print
+            return ast.parse(text), None
+    except SyntaxError as exc:
+        message = exc.msg or "invalid syntax"
+        nesting = any(n in message for n in _NESTING)
+        line = exc.lineno or 1
+        column = max(1, exc.offset or 1)  # counts characters in 3.10+
+        return None, PythonError(message, line, column, nesting)
+    except (RecursionError, MemoryError):
+        return None, PythonError("nesting too deep (Python's parser gives up)", 1, 1, True)
+    except ValueError as exc:  # "source code string cannot contain null bytes"
+        return None, PythonError(str(exc), _nul_line(text), 1, False)
+
+
+def _nul_line(text: str) -> int:
+    at = text.find("\0")
+    return line_col(text, at)[0] if at >= 0 else 1
+
+
+# ---- the text libcst parses ------------------------------------------------------------------
+
+
+_NOT_STUBBED = (ast.Slice, ast.Starred, ast.FormattedValue)
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+def analysis_text(text: str, tree: ast.Module) -> str:
+    """`text` with lone CRs as `\\n` (libcst misplaces positions after a lone CR inside a
+    string, and drops a final one) and pathological expressions replaced by same-length stubs
+    (see the module doc). Usually `text` itself, at the cost of one pass over the long
+    statements."""
+    if "\r" in text:
+        text = _LONE_CR.sub("\n", text)
+    offsets = _Offsets(text)
+    spans: list[tuple[int, int]] = []
+    for stmt in _long_statements(tree, offsets):
+        for expr in _own_expressions(stmt):
+            spans += _stub_spans(expr, text, offsets)
+    if not spans:
+        return text
+    out = []
+    last = 0
+    for start, end in sorted(spans, key=lambda span: (span[0], -span[1])):
+        if start < last:  # inside a stub already taken (the outermost one wins)
+            continue
+        out.append(text[last:start])
+        out.append(_stub(text[start:end]))
+        last = end
+    out.append(text[last:])
+    stubbed = "".join(out)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(stubbed)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return text  # a stub in a place we did not foresee: parse the text as it is
+    return stubbed
+
+
+def _stub(span: str) -> str:
+    inner = re.sub(r"[^\r\n]", " ", span[2:-1])
+    return "(_" + inner + ")"
+
+
+class _Offsets:
+    """Character offsets of ast positions (whose columns count UTF-8 bytes), O(1) on ASCII lines."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = line_starts(text)
+        self.encoded: dict[int, bytes | None] = {}
+
+    def __call__(self, line: int | None, col: int | None) -> int:
+        line, col = line or 1, col or 0
+        if line - 1 >= len(self.starts):
+            return len(self.text)
+        begin = self.starts[line - 1]
+        if line not in self.encoded:
+            end = self.starts[line] if line < len(self.starts) else len(self.text)
+            segment = self.text[begin:end]
+            self.encoded[line] = None if segment.isascii() else segment.encode("utf-8")
+        raw = self.encoded[line]
+        if raw is None:
+            return begin + col
+        return begin + len(raw[:col].decode("utf-8", "ignore"))
+
+
+def _long_statements(tree: ast.Module, offsets: _Offsets):
+    """Statements (at any depth) whose own text is long enough to hold a pathological
+    expression; a short compound statement's body is short too."""
+    todo = list(tree.body)
+    while todo:
+        stmt = todo.pop()
+        if offsets(stmt.end_lineno, stmt.end_col_offset) - offsets(stmt.lineno, stmt.col_offset) < _GATE_CHARS:
+            continue
+        yield stmt
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for inner in getattr(stmt, name, None) or ():
+                if isinstance(inner, ast.stmt):
+                    todo.append(inner)
+                else:  # except handlers, match cases
+                    todo.extend(getattr(inner, "body", ()))
+
+
+def _own_expressions(stmt: ast.stmt):
+    """The expressions of a statement itself (not of the statements in its body)."""
+    for name, value in ast.iter_fields(stmt):
+        if name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, ast.expr):
+                yield item
+            elif isinstance(item, ast.AST):  # arguments, withitem, keyword, ...
+                yield from (n for n in ast.walk(item) if isinstance(n, ast.expr))
+
+
+def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int, int]]:
+    """Long expressions (over MAX_EXPRESSION_CHARS, literals over MAX_LITERAL_CHARS) become
+    stubs whole; below that, a post-order walk stubs a subtree that grows past
+    MAX_EXPRESSION_HEIGHT, which then counts as one level. Short subtrees are not walked
+    (their height is bounded by their length). Nothing that mentions custom_gradient is stubbed."""
+    spans: list[tuple[int, int]] = []
+    height: dict[int, int] = {}
+    where: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[ast.AST, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if not done:
+            if isinstance(node, ast.expr) and node.end_lineno is not None:
+                start, end = offsets(node.lineno, node.col_offset), offsets(node.end_lineno, node.end_col_offset)
+                if end - start < _SHORT_CHARS:
+                    height[id(node)] = 1
+                    continue
+                stubbable = not isinstance(node, _NOT_STUBBED) and "custom_gradient" not in text[start:end]
+                limit = MAX_LITERAL_CHARS if isinstance(node, (ast.Constant, ast.JoinedStr)) else MAX_EXPRESSION_CHARS
+                if stubbable and end - start > limit:
+                    spans.append((start, end))
+                    height[id(node)] = 1
+                    continue
+                if stubbable:
+                    where[id(node)] = (start, end)
+                if isinstance(node, ast.JoinedStr):  # f-string insides are not stubbed
+                    height[id(node)] = 1
+                    continue
+            stack.append((node, True))
+            stack.extend((child, False) for child in ast.iter_child_nodes(node))
+            continue
+        h = 1 + max((height.get(id(c), 0) for c in ast.iter_child_nodes(node)), default=0)
+        if h > MAX_EXPRESSION_HEIGHT and id(node) in where:
+            spans.append(where[id(node)])
+            h = 1
+        height[id(node)] = h
+    return spans
+
+
+# ---- from the text libcst parsed back to the source ---------------------------------------
+
+# The source and analysis text of recently parsed modules whose `code` may not be their source
+# (libcst modules cannot be weakly referenced; a few recent ones cover fix rounds and editors).
+_ANALYSED: "OrderedDict[int, tuple[object, str, str]]" = OrderedDict()
+
+
+def remember(module: object, source: str, analysis: str) -> None:
+    _ANALYSED[id(module)] = (module, source, analysis)
+    _ANALYSED.move_to_end(id(module))
+    while len(_ANALYSED) > 16:
+        _ANALYSED.popitem(last=False)
+
+
+def registered(module: object) -> tuple[str, str] | None:
+    """(source, analysis text) of a module the engine parsed from a text that is not exactly
+    what libcst gives back; None when `module.code` is the source."""
+    entry = _ANALYSED.get(id(module))
+    return (entry[1], entry[2]) if entry is not None and entry[0] is module else None
+
+
+class Unsafe(ValueError):
+    """The change touches text that libcst did not see as it is on disk."""
+
+
+def splice(source: str, base: str, new: str, analysis: str | None = None) -> tuple[int, int, str]:
+    """The change from `base` (libcst's code for the module parsed from `analysis`, itself
+    `source` with same-length substitutions) to `new`, as one replacement of
+    `source[start:end]`. Raises Unsafe when the changed span holds a stub, a tab libcst saw
+    as a space, or characters libcst dropped (form feeds in indentation)."""
+    analysis = source if analysis is None else analysis
+    start = 0
+    limit = min(len(base), len(new))
+    while start < limit and base[start] == new[start]:
+        start += 1
+    end_base, end_new = len(base), len(new)
+    while end_base > start and end_new > start and base[end_base - 1] == new[end_new - 1]:
+        end_base -= 1
+        end_new -= 1
+    text = new[start:end_new]
+    if base != analysis:  # libcst dropped characters: align base with analysis (a subsequence)
+        if len(base) > len(analysis):
+            raise Unsafe("libcst changed the text")
+        a_start, a_end = _align(analysis, base, start), _align(analysis, base, end_base)
+        if a_end - a_start != end_base - start:
+            raise Unsafe("the change spans characters libcst does not keep")
+        start, end_base = a_start, a_end
+    old = source[start:end_base]
+    if old != analysis[start:end_base] and _LONE_CR.sub("\n", old) != analysis[start:end_base]:
+        raise Unsafe("the change spans text cglint simplified for libcst")
+    if "\r" in source and source != analysis:
+        # libcst saw lone CRs as LFs: new lines take the break of the line they are written on.
+        brk = LINE_BREAK.search(source, end_base)
+        if brk is not None and brk.group() == "\r":
+            text = _LF.sub("\r", text)
+    return start, end_base, text
+
+
+_LF = re.compile(r"(?<!\r)\n")
+
+
+def _align(analysis: str, base: str, offset: int) -> int:
+    """Offset in `analysis` of `base[offset]`, `base` being `analysis` minus a few characters."""
+    i = j = 0
+    while j < offset and i < len(analysis):
+        if analysis[i] == base[j]:
+            j += 1
+        i += 1
+    # characters libcst dropped right before the position belong before it
+    return i

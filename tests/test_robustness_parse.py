@@ -1,0 +1,204 @@
+"""Inputs that once crashed, hung or misled cglint (issue 14): each test is one reproducer.
+
+Python's parser is the judge: a file Python compiles never gets CG000, one it refuses for
+nesting gets CG000 where Python says (and libcst, which crashes on such nesting, never sees it);
+lines are counted as Python counts them, whatever `str.splitlines` thinks."""
+
+import ast
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cglint import engine, fix, noqa
+from cglint import source as pysource
+from cglint.report import Context, render
+
+HEAD = "import tensorflow as tf\n\n"
+SITE = ("@tf.custom_gradient\ndef op(x):\n    y = tf.math.tan(x)\n"
+        "    return y, lambda dy: dy * tf.math.cos(y)\n")
+SPLITLINES_ONLY = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+def diags(source, reduce=False):
+    return [(d.line, d.column, d.code, d.message) for d in engine.lint_source(source, "m.py", reduce=reduce).diagnostics]
+
+
+def codes_at(source, reduce=False):
+    return [(d[0], d[2]) for d in diags(source, reduce)]
+
+
+def cg005_line(source):
+    """Where Python puts the `cos(y)` call."""
+    tree = ast.parse(source)
+    return next(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "cos")
+
+
+def run_cli(*args, cwd=None, timeout=60):
+    return subprocess.run([sys.executable, "-m", "cglint", "--isolated", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout)
+
+
+def test_deep_parentheses_are_cg000_where_python_says_not_a_segfault(tmp_path):
+    source = HEAD + "@tf.custom_gradient\ndef op(x):\n    z = " + "(" * 1500 + "x" + ")" * 1500 + \
+        "\n    return x, lambda dy: dy\n"
+    with pytest.raises(SyntaxError) as python:
+        compile(source, "m.py", "exec")
+    found = diags(source)
+    assert [(d[0], d[1], d[2]) for d in found] == [(python.value.lineno, python.value.offset, "CG000")]
+    assert "too many nested parentheses" in found[0][3]
+    (tmp_path / "deep.py").write_text(source)
+    (tmp_path / "ok.py").write_text(HEAD + SITE)
+    run = run_cli("--output-format", "concise", ".", cwd=tmp_path)  # the process survives
+    assert run.returncode == 1, run.stderr
+    assert "deep.py:5:209: CG000" in run.stdout and "ok.py:6:31: CG005" in run.stdout
+
+
+@pytest.mark.parametrize("kind", ["unary", "subscript", "binop", "call", "ifexp"])
+def test_deep_expressions_python_accepts_are_linted_quickly(kind):
+    n = 900
+    expr = {"unary": "-" * n + "x", "subscript": "x" + "[0]" * n, "binop": " + ".join(["x"] * n),
+            "call": "x" + "()" * n, "ifexp": "x if x else " * (n // 3) + "x"}[kind]
+    source = HEAD + "@tf.custom_gradient\ndef op(x):\n    y = tf.math.tan(x)\n    z = " + expr + \
+        "\n    return y, lambda dy: dy * tf.math.cos(y)\n"
+    compile(source, "m.py", "exec")
+    start = time.perf_counter()
+    for reduce in (False, True):
+        assert codes_at(source, reduce) == [(7, "CG005")]
+    assert time.perf_counter() - start < 20  # unstubbed, libcst alone took minutes on 3,000 levels
+    # The fix keeps the expression libcst never saw.
+    fixed = fix.fix_source(source, "m.py", unsafe=True).new_source
+    assert expr in fixed and "tf.math.cos(x)" in fixed
+
+
+def test_huge_literal_is_stubbed_for_libcst_and_kept_by_fixes():
+    table = "TABLE = [" + "0.5, " * 50_000 + "]\n"
+    source = HEAD + table + SITE
+    text = pysource.analysis_text(source, ast.parse(source))
+    assert len(text) == len(source) and pysource.split_lines(text)[3:] == pysource.split_lines(source)[3:]
+    assert "TABLE = (_" in text
+    assert codes_at(source) == codes_at(source, reduce=True) == [(7, "CG005")]
+    assert table in fix.fix_source(source, "m.py", unsafe=True).new_source
+
+
+@pytest.mark.parametrize("char", SPLITLINES_ONLY, ids=[f"U+{ord(c):04X}" for c in SPLITLINES_ONLY])
+def test_characters_only_splitlines_breaks_at_keep_every_finding_and_line(char):
+    # In a comment and in a string everywhere; as whitespace between statements where Python
+    # allows it (form feed).
+    sources = [HEAD + f"# note{char}more\n" + SITE, HEAD + f'DOC = "a{char}b"\n\n' + SITE,
+               HEAD + f'"""a{char}\nb{char}"""\n' + SITE]
+    if char == "\x0c":
+        sources += [HEAD + "\x0c\n\n" + SITE + "\n\x0c\n\nSCALE = 2.0\n", "import tensorflow as tf\n\x0c\n" + SITE]
+    for source in sources:
+        compile(source, "m.py", "exec")
+        line = cg005_line(source)
+        assert codes_at(source, reduce=True) == codes_at(source) == [(line, "CG005")], repr(source)
+        # --add-noqa puts the comment on that line, and it suppresses the finding
+        new, changed, skipped = noqa.add_noqa(source, engine.lint_source(source, "m.py").diagnostics)
+        assert changed == 1 and not skipped and codes_at(new) == []
+        compile(new, "m.py", "exec")
+
+
+def test_add_noqa_never_writes_inside_a_multiline_string():
+    source = ('import tensorflow as tf\n@tf.custom_gradient\ndef op(x):\n    y = tf.math.tan(x)\n\x0c\n'
+              '    s = """first\nsecond\nthird"""; return y, lambda dy: dy * tf.math.cos(y)\nz = 1\n')
+    new, changed, _ = noqa.add_noqa(source, engine.lint_source(source, "m.py").diagnostics)
+    assert changed == 1
+    assert 'third"""; return y, lambda dy: dy * tf.math.cos(y)  # noqa: CG005\n' in new
+    assert ast.literal_eval(new.split("s = ", 1)[1].split(";")[0]) == "first\nsecond\nthird"
+
+
+def test_lone_cr_in_a_docstring_counts_as_a_line_break():
+    source = '"""Ops.\rWritten on an old Mac editor."""\n' + HEAD + SITE
+    assert codes_at(source) == codes_at(source, reduce=True) == [(cg005_line(source), "CG005")] == [(8, "CG005")]
+
+
+def test_cr_only_file_sarif_fix_regions_are_the_sources_and_fixes_keep_cr():
+    source = ("import tensorflow as tf\r\rw = tf.Variable(1.0)\r\r@tf.custom_gradient\rdef op(x):\r"
+              "    y = tf.math.tan(x * w)\r\r    def grad(dy, variables=None):\r"
+              "        return dy * tf.math.cos(y), [dy]\r\r    return y, grad\r")
+    result = engine.lint_source(source, "m.py")
+    assert [(d.line, d.code) for d in result.diagnostics] == [(10, "CG005")]
+    sarif = json.loads(render("sarif", [result], Context(unsafe_fixes=True)))
+    (res,) = sarif["runs"][0]["results"]
+    regions = [r["deletedRegion"] for f in res["fixes"] for c in f["artifactChanges"] for r in c["replacements"]]
+    lines = pysource.split_lines(source, keepends=True)
+    # apply the regions to the source (bottom-up): the result is what --fix writes
+    texts = [r["insertedContent"]["text"] for f in res["fixes"] for c in f["artifactChanges"] for r in c["replacements"]]
+    text = source
+    starts = pysource.line_starts(source)
+    spans = sorted(((starts[r["startLine"] - 1] + r["startColumn"] - 1, starts[r["endLine"] - 1] + r["endColumn"] - 1, t)
+                    for r, t in zip(regions, texts)), reverse=True)
+    assert all(a[0] >= b[1] for a, b in zip(spans, spans[1:])), "regions overlap"
+    for start, end, t in spans:
+        text = text[:start] + t + text[end:]
+    fixed = fix.fix_source(source, "m.py", unsafe=True).new_source
+    assert text == fixed and "\n" not in fixed and len(lines) < len(pysource.split_lines(fixed))
+
+
+def test_tab_indented_line_in_space_indented_code_is_linted_and_kept():
+    source = HEAD + ("@tf.custom_gradient\ndef op(x):\n    y = tf.math.tan(x)\n    def grad(dy):\n"
+                     "\t    return dy * tf.math.cos(y)\n    return y, grad\n")
+    compile(source, "m.py", "exec")
+    assert codes_at(source) == codes_at(source, reduce=True) == [(7, "CG005")]
+    fixed = fix.fix_source(source, "m.py", unsafe=True).new_source
+    assert "\t    return dy * tf.math.cos(x)\n" in fixed
+
+
+def test_form_feed_libcst_drops_is_kept_by_fixes():
+    source = HEAD + "x = 1\n\x0cy = 2\n" + SITE
+    assert codes_at(source) == [(8, "CG005")]
+    fixed = fix.fix_source(source, "m.py", unsafe=True).new_source
+    assert "\x0cy = 2\n" in fixed and "tf.math.cos(x)" in fixed
+
+
+def test_latin1_coding_cookie_is_decoded_and_written_back_as_latin1(tmp_path):
+    path = tmp_path / "ops.py"
+    path.write_bytes(("# -*- coding: latin-1 -*-\n# Régularisation\n" + HEAD + SITE).encode("latin-1"))
+    run = run_cli("--output-format", "concise", str(path))
+    assert run.returncode == 1 and ":8:31: CG005" in run.stdout, run.stdout + run.stderr
+    run = run_cli("--fix", "--unsafe-fixes", str(path))
+    data = path.read_bytes()
+    assert b"R\xe9gularisation" in data and b"tf.math.cos(x)" in data, run.stderr
+
+
+def test_identifier_libcst_rejects_is_cg000_without_a_traceback(tmp_path):
+    source = HEAD + "@tf.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n\n\U00013b4f = 1\n"
+    assert [d[2] for d in diags(source)] == ["CG000"]
+    (tmp_path / "u.py").write_text(source, encoding="utf-8")
+    run = run_cli(str(tmp_path / "u.py"))
+    assert run.returncode == 1 and "Traceback" not in run.stderr and "CG000" in run.stdout
+
+
+def test_deeply_nested_toml_is_a_configuration_error(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.cglint]\nselect = " + "[" * 2000 + "]" * 2000 + "\n")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    run = subprocess.run([sys.executable, "-m", "cglint", "a.py"], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines() == [f"cglint: error: {tmp_path / 'pyproject.toml'}: invalid TOML: "
+                                               "arrays or tables nested too deeply"]
+
+
+# ---- failures the fuzz run found (scripts/fuzz.py) ---------------------------------------------
+
+
+def test_bom_character_in_the_text_keeps_fix_regions_where_they_are():
+    # libcst drops a leading U+FEFF: the SARIF/editor edits were one character early and overlapped
+    source = "\ufeff" + HEAD + SITE
+    result = engine.lint_source(source, "m.py")
+    (d,) = result.diagnostics
+    edits = fix.text_edits(source, result.module, d.fix)
+    assert edits and all(a.end <= b.start for a, b in zip(edits, edits[1:]))
+    assert [source[e.start:e.end] for e in edits] == ["y"]
+    assert fix.fix_source(source, "m.py").new_source == source.replace("cos(y)", "cos(x)")
+
+
+def test_nesting_python_accepts_in_a_lambda_is_no_false_cg000():
+    # 199 nested lists (Python allows 200) inside a grad lambda: the model's walk ran out of stack
+    source = HEAD + ("@tf.custom_gradient\ndef op(x):\n    return tf.tan(x), lambda dy: " + "[" * 199 + "dy" + "]" * 199
+                     + " / tf.square(tf.cos(x))\n")
+    compile(source, "m.py", "exec")
+    assert "CG000" not in [d[2] for d in diags(source)]
+    assert diags(source) == diags(source, reduce=True)
