@@ -48,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cglint",
         description="Lint TensorFlow custom gradients (tf.custom_gradient).",
-        epilog="Exit status: 0 clean, 1 findings, 2 usage, configuration or internal error.",
+        epilog="Subcommands: `cglint trace -- COMMAND` checks the custom gradients a command calls "
+               "(cglint trace --help); `cglint lsp` is the language server. "
+               "Exit status: 0 clean, 1 findings, 2 usage, configuration or internal error.",
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .); '-' reads stdin")
     sel = p.add_argument_group("rule selection (on top of [tool.cglint] in pyproject.toml)")

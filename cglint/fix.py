@@ -193,9 +193,10 @@ def _validated_locally(module: cst.Module, fix: Fix, path: str, spans: list[Code
         return validated(module, fix, path)
     mini = module.with_changes(body=[holder[3]])
     code = Fix(list(fix.edits), applicability=fix.applicability, description=fix.description).apply(mini).code
-    problem = check_source(code, path)
-    if problem is not None:
-        return None, problem
+    if check_source(code, path) is not None:
+        # Rare: re-check on the whole module so the reason names the module's line, not the
+        # statement's.
+        return validated(module, fix, path)
     return (holder[2], code), None
 
 

@@ -41,11 +41,22 @@ def pytest_configure(config):
         _start(max(1, config.getoption("cglint_calls") or 1))
 
 
+def _tolerances() -> dict:
+    """[tool.cglint.runtime] rtol, atol and probes of the nearest pyproject.toml, as --runtime."""
+    try:
+        from cglint import config as cgconfig
+
+        rt = cgconfig.load(None).runtime
+        return {"rtol": rt.rtol, "atol": rt.atol, "probes": rt.probes}
+    except Exception:
+        return {}
+
+
 def _start(calls: int) -> None:
     from cglint.trace.instrument import install
 
     events: list[dict] = []
-    tracer = install(calls)
+    tracer = install(calls, _tolerances())
     tracer.sinks.append(events.append)
     _STATE.update(events=events, tracer=tracer)
 

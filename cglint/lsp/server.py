@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import to_fs_path
@@ -178,6 +179,16 @@ class Buffer:
 
 
 class _Protocol(LanguageServerProtocol):
+    def structure_message(self, data):  # type: ignore[override]
+        # pygls drops a request whose params do not deserialize (the client would wait forever):
+        # answer it with the JSON-RPC error (-32602 invalid params) instead.
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if isinstance(data, dict) and "id" in data and "method" in data:
+                self._send_response(data["id"], error=exc.to_response_error())
+            raise
+
     @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams):  # type: ignore[override]
         # pygls would apply the change to its own copy of the text first, splitting lines with

@@ -88,6 +88,45 @@ def _fixes(result: FileResult, d: Diagnostic, artifact: dict[str, Any]) -> list[
              "artifactChanges": [{"artifactLocation": artifact, "replacements": replacements}]}]
 
 
+RUNTIME_RULE = "runtime-check"
+
+
+def _runtime_results(runtime: list[dict[str, Any]], root: Path, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`--runtime` and `cglint trace`: a custom gradient whose numeric check failed (`mismatch`,
+    `error`) is a result of its own at the function's line, whether or not a static rule flagged
+    it (a wrong derivative often has no static finding). The rule is added to the table."""
+    failing = [r for r in runtime if r.get("verdict") in ("mismatch", "error")]
+    if not failing:
+        return []
+    rules.append({
+        "id": RUNTIME_RULE,
+        "name": "runtime-check",
+        "shortDescription": {"text": "the custom gradient differs from TensorFlow autodiff, or computing it raised"},
+        "fullDescription": {"text": "cglint ran the function and compared its custom gradient with TensorFlow's "
+                                    "autodiff of the same forward (mismatch), or TensorFlow raised (error)."},
+        "helpUri": f"{DOCS_URL}#runtime-mode-confirm-findings-numerically",
+        "defaultConfiguration": {"level": "error"},
+        "properties": {"tags": ["tensorflow", "custom-gradient", "runtime"]},
+    })
+    index = len(rules) - 1
+    out = []
+    for r in failing:
+        against = f" vs {r['reference']}" if r.get("reference") else ""
+        out.append({
+            "ruleId": RUNTIME_RULE,
+            "ruleIndex": index,
+            "level": "error",
+            "message": {"text": f"{r['function']}: {r['verdict']}{against}: {r.get('detail') or ''}".rstrip(": ")},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": _location(r["path"], root),
+                "region": {"startLine": max(1, int(r.get("line") or 1))},
+            }}],
+            "properties": {"runtime": {k: r.get(k) for k in ("verdict", "reference", "max_rel_error", "detail",
+                                                             "checked") if k in r}},
+        })
+    return out
+
+
 def render(results: list[FileResult], context=None) -> str:
     from cglint.report import Context
 
@@ -114,7 +153,12 @@ def render(results: list[FileResult], context=None) -> str:
             fixes = _fixes(result, d, artifact)
             if fixes:
                 entry["fixes"] = fixes
+            if d.runtime is not None:
+                entry["properties"] = {"runtime": d.runtime}
             out_results.append(entry)
+    if context.runtime is not None:
+        out_results += _runtime_results(context.runtime, root, rules)
+    run_properties = {"properties": {"runtime": context.runtime}} if context.runtime is not None else {}
     sarif = {
         "$schema": SCHEMA,
         "version": "2.1.0",
@@ -129,6 +173,7 @@ def render(results: list[FileResult], context=None) -> str:
             "originalUriBaseIds": {"%SRCROOT%": {"uri": root.as_uri().rstrip("/") + "/"}},
             "columnKind": "unicodeCodePoints",
             "results": out_results,
+            **run_properties,
         }],
     }
     return json.dumps(sarif, indent=2) + "\n"

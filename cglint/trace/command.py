@@ -78,6 +78,8 @@ def main(argv: list[str]) -> int:
         env["CGLINT_TRACE_DIR"] = events_dir
         env["CGLINT_TRACE_PKG"] = str(_PACKAGE_ROOT)
         env["CGLINT_TRACE_CALLS"] = str(args.calls)
+        rt = settings.runtime  # [tool.cglint.runtime] rtol, atol, probes reach every check
+        env["CGLINT_TRACE_TOLERANCES"] = json.dumps({"rtol": rt.rtol, "atol": rt.atol, "probes": rt.probes})
         rc = _run(command, env)
         if rc is None:
             return _fail(f"command not found: {command[0]}")

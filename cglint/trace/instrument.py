@@ -50,7 +50,6 @@ CG_MODULE = "tensorflow.python.ops.custom_gradient"
 _CG_FILE = os.path.join("tensorflow", "python", "ops", "custom_gradient.py")
 _INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
 _VAR_REPR = re.compile(r"<tf\.Variable '([^']*)'.*?>", re.DOTALL)
-_RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
 
 _tracer: "Tracer | None" = None
 
@@ -95,46 +94,57 @@ def _is_tensor(x) -> bool:
 
 
 def signature(args) -> tuple:
-    """One entry per flattened positional input: (dtype name, shape with None for unknown dims)
-    for tensors and variables, the type name (and value) for Python values."""
+    """One entry per flattened positional input: ("tensor", dtype name, shape with None for
+    unknown dimensions, or None for unknown rank) for tensors and variables, ("python", type
+    name, None) for anything else. Python values are not part of it: a float that changes every
+    step must not make every step a new signature to check."""
+    # Fast path, taken at every eager call: a flat tuple of eager tensors.
+    try:
+        return tuple(("tensor", x.dtype.name, x._shape_tuple()) for x in args)
+    except (AttributeError, TypeError, ValueError):
+        pass
     from tensorflow.python.util import nest
 
     out = []
     for x in nest.flatten(args):
         if _is_tensor(x):
             try:
-                dims = x.shape.as_list() if x.shape.rank is not None else None
+                dims = tuple(x.shape.as_list()) if x.shape.rank is not None else None
             except ValueError:
                 dims = None
-            out.append((x.dtype.name, tuple(dims) if dims is not None else None))
-        elif isinstance(x, (bool, int, float)):
-            out.append((type(x).__name__, x))
+            out.append(("tensor", x.dtype.name, dims))
         else:
-            out.append((type(x).__name__, None))
+            out.append(("python", type(x).__name__, None))
     return tuple(out)
 
 
 def describe_signature(sig: tuple) -> str:
     parts = []
-    for kind, shape in sig:
-        if isinstance(shape, tuple):
-            parts.append(f"{kind}[{', '.join('None' if d is None else str(d) for d in shape)}]")
-        elif shape is None and kind not in ("bool", "int", "float"):
-            parts.append(f"{kind}[unknown rank]" if kind[:1].islower() and kind not in ("NoneType",) else kind)
+    for kind, name, shape in sig:
+        if kind == "python":
+            parts.append(name)
+        elif shape is None:
+            parts.append(f"{name}[unknown rank]")
         else:
-            parts.append(f"{kind}({shape!r})")
+            parts.append(f"{name}[{', '.join('None' if d is None else str(d) for d in shape)}]")
     return "(" + ", ".join(parts) + ")"
 
 
-def _compatible(symbolic: tuple, concrete: tuple) -> bool:
-    if len(symbolic) != len(concrete):
+def _unknown_dims(sig: tuple) -> int:
+    return sum(100 if kind == "tensor" and shape is None else sum(d is None for d in shape or ())
+               for kind, _, shape in sig)
+
+
+def _compatible(general: tuple, concrete: tuple) -> bool:
+    """True if every input of `concrete` fits `general` (same dtypes, known dimensions equal)."""
+    if len(general) != len(concrete):
         return False
-    for (k1, s1), (k2, s2) in zip(symbolic, concrete):
-        if k1 != k2:
+    for (k1, n1, s1), (k2, n2, s2) in zip(general, concrete):
+        if (k1, n1) != (k2, n2):
             return False
-        if isinstance(s1, tuple) and isinstance(s2, tuple):
-            if len(s1) != len(s2) or any(a is not None and a != b for a, b in zip(s1, s2)):
-                return False
+        if s1 is not None and (s2 is None or len(s1) != len(s2) or
+                               any(a is not None and a != b for a, b in zip(s1, s2))):
+            return False
     return True
 
 
@@ -168,8 +178,9 @@ class _CreatesVariable(Exception):
 
 
 class Tracer:
-    def __init__(self, calls: int = 1):
+    def __init__(self, calls: int = 1, tolerances: dict | None = None):
         self.calls = max(1, int(calls))
+        self.tolerances = {k: v for k, v in (tolerances or {}).items() if v is not None}  # rtol, atol, probes
         self.sinks: list[Callable[[dict], None]] = []
         self.records: dict[Any, _Record | None] = {}
         self.local = threading.local()
@@ -214,9 +225,14 @@ class Tracer:
         if rec is None:
             return original(f, args, kwargs)
         try:
-            (self._on_eager if eager else self._on_symbolic)(rec, f, args, kwargs)
+            settled = (self._on_eager if eager else self._on_symbolic)(rec, f, args, kwargs)
         except Exception:
-            pass
+            settled = False
+        if settled:
+            # A signature already checked: the call goes straight to TensorFlow (what its backward
+            # could raise, the check and the first call's backward already saw), so later steps
+            # of an eager loop cost only the signature.
+            return original(f, args, kwargs)
         stack = self.local.__dict__.setdefault("stack", [])
         stack.append(rec)
         try:
@@ -260,12 +276,13 @@ class Tracer:
             pass
 
     # ------------------------------------------------------------------ eager and symbolic calls
-    def _on_eager(self, rec: _Record, f, args, kwargs) -> None:
+    def _on_eager(self, rec: _Record, f, args, kwargs) -> bool:
+        """Checks the call if its signature is still within budget; True if nothing was left to do."""
         sig = signature(args)
         covers = [s for s, entry in rec.symbolic.items() if not entry["covered"] and _compatible(s, sig)]
         n = rec.eager.get(sig, 0)
         if n >= self.calls and not covers:
-            return
+            return True
         rec.eager[sig] = n + 1
         for s in covers:
             rec.symbolic[s]["covered"] = True
@@ -278,7 +295,11 @@ class Tracer:
         if sig in rec.symbolic:
             return
         covered = any(_compatible(sig, s) for s in rec.eager)
-        rec.symbolic[sig] = {"f": f, "kwargs": dict(kwargs), "covered": covered}
+        from tensorflow.python.util import nest
+
+        python_values = [x for x in nest.flatten(args) if not _is_tensor(x)]
+        rec.symbolic[sig] = {"f": f, "kwargs": dict(kwargs), "covered": covered, "python": python_values,
+                             "structure": args}
         self.emit({"event": "symbolic", "function": rec.key, "signature": describe_signature(sig),
                    "covered": covered})
         if not covered and not self._atexit:
@@ -291,21 +312,26 @@ class Tracer:
             return
         self.finished = True
         for rec in [r for r in list(self.records.values()) if r is not None]:
-            for sig, entry in list(rec.symbolic.items()):
+            # Most specific signatures first: checking (float32[4, 3]) also covers (float32[None, 3]).
+            for sig, entry in sorted(rec.symbolic.items(), key=lambda kv: _unknown_dims(kv[0])):
                 if entry["covered"]:
                     continue
                 try:
-                    inputs, concrete = _random_inputs(sig)
+                    inputs, concrete = _random_inputs(sig, entry["structure"], entry["python"])
                 except Exception as e:
                     report = {"verdict": "skipped", "reference": None, "max_rel_error": None,
                               "detail": f"no inputs could be built for {describe_signature(sig)}: {message_of(e)}"}
+                    concrete = None
                 else:
                     report = self.check(entry["f"], inputs, entry["kwargs"], rec.intentional)
-                    concrete = describe_signature(concrete)
+                covers = [s for s, e in rec.symbolic.items()
+                          if not e["covered"] and (s == sig or (concrete is not None and _compatible(s, concrete)))]
+                for s in covers:
+                    rec.symbolic[s]["covered"] = True
                 self.emit({"event": "check", "function": rec.key, "how": "exit",
-                           "signature": describe_signature(sig), "inputs": concrete
-                           if not isinstance(concrete, tuple) else describe_signature(concrete),
-                           "covers": [describe_signature(sig)], "report": report})
+                           "signature": describe_signature(sig),
+                           "inputs": describe_signature(concrete) if concrete is not None else None,
+                           "covers": [describe_signature(s) for s in covers], "report": report})
 
     # ------------------------------------------------------------------ the check itself
     def check(self, f, args, kwargs, intentional: bool) -> dict:
@@ -319,7 +345,8 @@ class Tracer:
                 with _quiet(), _rng_preserved(), _no_new_variables():
                     check_gradient = _import_check()
                     fn = functools.partial(f, **kwargs) if kwargs else f
-                    box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional).to_dict()
+                    box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional,
+                                                   **self.tolerances).to_dict()
             except BaseException as e:  # the check must never reach the user's program
                 box["report"] = {"verdict": "skipped", "reference": None, "max_rel_error": None,
                                  "detail": f"the check itself failed: {message_of(e)}"}
@@ -329,8 +356,8 @@ class Tracer:
         thread.join()
         report = box.get("report") or {"verdict": "skipped", "detail": "the check did not finish"}
         if "_CreatesVariable" in (report.get("detail") or ""):
-            report = {**report, "verdict": "skipped", "detail": "not checked: the forward creates a "
-                      "tf.Variable on every call, and checking it would add variables to the program"}
+            report = {**report, "verdict": "skipped", "detail": "the forward creates a tf.Variable on every "
+                      "call, and running it again to check it would add variables to the program"}
         return report
 
 
@@ -351,33 +378,37 @@ def _import_check():
     return check_gradient
 
 
-def _random_inputs(sig: tuple):
-    """Inputs for a signature recorded under tf.function: unknown dimensions become 2, floats
-    are uniform in [0.5, 1.5) (away from the kinks at 0 and the edges of log/sqrt domains),
-    integers 1, booleans False; Python values are reused as they were."""
+def _random_inputs(sig: tuple, structure, python_values: list):
+    """Inputs for a signature recorded under tf.function, in the structure of the recorded call:
+    unknown dimensions become 2, floats are uniform in [0.5, 1.5) (away from the kinks at 0 and
+    the edges of log/sqrt domains), integers 1, booleans False; Python values are the recorded
+    ones. Returns (inputs, the concrete signature)."""
     import numpy as np
     import tensorflow as tf
+    from tensorflow.python.util import nest
 
     rng = np.random.default_rng(0)
-    out, concrete = [], []
-    for kind, shape in sig:
-        if kind in ("bool", "int", "float") and not isinstance(shape, tuple):
-            out.append(shape)
-            concrete.append((kind, shape))
+    python_values = list(python_values)
+    flat, concrete = [], []
+    for kind, name, shape in sig:
+        if kind == "python":
+            flat.append(python_values.pop(0))
+            concrete.append((kind, name, None))
             continue
         if shape is None:
             raise ValueError("an input of unknown rank")
         dims = tuple(2 if d is None else d for d in shape)
-        dtype = tf.as_dtype(kind)
+        dtype = tf.as_dtype(name)
         if dtype.is_floating or dtype.is_complex:
             value = tf.constant(rng.uniform(0.5, 1.5, size=dims), dtype=dtype)
         elif dtype.is_bool:
             value = tf.zeros(dims, dtype=tf.bool)
         else:
             value = tf.ones(dims, dtype=dtype)
-        out.append(value)
-        concrete.append((kind, dims))
-    return out, tuple(concrete)
+        flat.append(value)
+        concrete.append((kind, name, dims))
+    inputs = nest.pack_sequence_as(list(structure), flat)
+    return inputs, tuple(concrete)
 
 
 class _quiet:
@@ -537,12 +568,12 @@ class _Finder:
         return spec
 
 
-def install(calls: int = 1) -> Tracer:
+def install(calls: int = 1, tolerances: dict | None = None) -> Tracer:
     """Installs the (one) tracer in this process: now if TensorFlow is already imported, else as
     soon as it is. Returns it; add sinks to `tracer.sinks`."""
     global _tracer
     if _tracer is None:
-        _tracer = Tracer(calls)
+        _tracer = Tracer(calls, tolerances)
         module = sys.modules.get(CG_MODULE)
         if module is not None:
             patch(module, _tracer)
@@ -572,7 +603,11 @@ def install_from_environment() -> None:
     directory = os.environ.get("CGLINT_TRACE_DIR")
     if not directory:
         return
-    tracer = install(int(os.environ.get("CGLINT_TRACE_CALLS", "1") or 1))
+    try:
+        tolerances = json.loads(os.environ.get("CGLINT_TRACE_TOLERANCES") or "{}")
+    except ValueError:
+        tolerances = {}
+    tracer = install(int(os.environ.get("CGLINT_TRACE_CALLS", "1") or 1), tolerances)
     tracer.sinks.append(file_sink(directory))
     _install_excepthook(tracer)
 
@@ -623,8 +658,19 @@ def _enclosing(code, tracer: Tracer) -> _Record | None:
     return None
 
 
+_RECORDED_OP = re.compile(r"Recorded operation '([^']+)' returned too few gradients")
+
+
 def functions_in_traceback(exc: BaseException, tracer: Tracer) -> list[_Record]:
-    out = []
+    """The user functions an exception came through: the functions custom_gradient.py's frames
+    were running for, or (the count check of a graph-mode backward, raised by the tape itself)
+    the one function of that name the message gives."""
+    out: list[_Record] = []
+    m = _RECORDED_OP.search(str(exc))
+    if m:
+        named = [r for r in tracer.records.values() if r is not None and r.key["qualname"].split(".")[-1] == m.group(1)]
+        if len(named) == 1:
+            out.append(named[0])
     tb = exc.__traceback__
     while tb is not None:
         frame = tb.tb_frame

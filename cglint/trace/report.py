@@ -59,8 +59,12 @@ def group(events: list[dict]) -> list[Function]:
 
 
 def how_checked(check: dict) -> str:
+    if check["report"].get("verdict") == "skipped":
+        when = "after the command" if check["how"] == "exit" else "at its first eager call"
+        return f"called with {check['signature']}; not checked {when}"
     if check["how"] == "exit":
-        return (f"first called under tf.function with {check['signature']}; checked after the command "
+        seen = ", ".join(check.get("covers") or [check["signature"]])
+        return (f"first called under tf.function with {seen}; checked after the command "
                 f"on random inputs {check.get('inputs') or ''}").rstrip()
     if check.get("covers"):
         return (f"first called under tf.function with {', '.join(check['covers'])}; checked at a later "

@@ -63,7 +63,7 @@ def test_trace_pytest_leaves_pytest_output_and_status_alone(traced_pytest):
     proc, report = traced_pytest
     before_plugin = proc.stdout[:proc.stdout.index("=== cglint: custom gradients")]
     assert re.fullmatch(r"\.\. +\[100%\]\n=+ ?", before_plugin), proc.stdout
-    assert re.search(r"^2 passed in [\d.]+s$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^2 passed in [\d.]+s( \([\d:]+\))?$", proc.stdout, re.M), proc.stdout  # (0:01:05) past 60 s
     assert proc.stderr == "", proc.stderr  # cglint's report went to the file
     assert report["trace"]["exit_status"] == 0  # pytest's own: --cglint alone does not fail the run
     assert proc.returncode == 1  # pytest passed, so the mismatch decides
@@ -117,6 +117,25 @@ def scale(x):
     return x * w, grad
 
 
+@tf.custom_gradient
+def mul(a, b):
+    def grad(dy):
+        return dy * b  # one gradient for two inputs
+    return a * b, grad
+
+
+@tf.function
+def step(a, b):
+    with tf.GradientTape() as tape:
+        tape.watch(a)
+        y = mul(a, b)
+    return tape.gradient(y, a)
+
+
+try:
+    step(tf.constant(1.0), tf.constant(2.0))
+except Exception as e:  # InternalError: "Recorded operation 'mul' returned too few gradients"
+    print("caught", type(e).__name__)
 x = tf.constant([3.0, 4.0])
 with tf.GradientTape() as tape:
     tape.watch(x)
@@ -129,7 +148,7 @@ def test_trace_script_missing_variables_is_an_error_at_the_def_line(tmp_path):
     (tmp_path / "script.py").write_text(MISSING_VARIABLES)
     proc = trace(sys.executable, "script.py", cwd=tmp_path)
     assert proc.returncode == 1  # the script died of TensorFlow's TypeError: its own status
-    assert proc.stdout == ""
+    assert proc.stdout == "caught InternalError\n"
     err = proc.stderr
     # The script's traceback is as TensorFlow wrote it (cglint's frame is taken out) ...
     assert "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'" in err
@@ -139,6 +158,11 @@ def test_trace_script_missing_variables_is_an_error_at_the_def_line(tmp_path):
             "'variables', since function uses variables: ['Variable:0']") in err
     assert "= runtime: confirmed: TypeError" in err  # on the static CG004 finding
     assert "the command exited with status 1" in err
+    # The gradient-count error under tf.function (which the script caught) is confirmed by the check
+    # after the command, with the message TensorFlow gives eagerly.
+    assert ("script.py:14: mul: error: ValueError: custom_gradient function expected to return 2 gradients, "
+            "but returned 1 instead.\n      (first called under tf.function with (float32[], float32[]); "
+            "checked after the command") in err
 
 
 SIDE_EFFECTS = """import gc, random

@@ -1,0 +1,102 @@
+"""`cglint trace`'s report layer: tracer events -> verdicts at def lines, merged with the static
+findings of the traced files, in text, JSON and SARIF. The events are the JSON lines the tracer
+writes (tests/runtime/test_trace.py produces real ones from real TensorFlow runs)."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+
+from cglint.report import Context, render
+from cglint.trace import report
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+
+# CG004 at the grad fn (line 8): the forward reads `w`, the grad fn takes no `variables`.
+SOURCE = """import tensorflow as tf
+
+w = tf.Variable(1.0)
+
+
+@tf.custom_gradient
+def op(x):
+    def grad(dy):
+        return dy * w
+    return x * w, grad
+
+
+@tf.custom_gradient
+def fine(x):
+    def grad(dy):
+        return 2 * dy
+    return 2 * x, grad
+"""
+
+
+def events(path: str) -> list[dict]:
+    op = {"path": path, "firstlineno": 6, "qualname": "op"}  # Python counts from the decorator
+    fine = {"path": path, "firstlineno": 13, "qualname": "fine"}
+    match = {"verdict": "match", "reference": "autodiff", "max_rel_error": 0.0, "detail": "matches autodiff to 0"}
+    return [
+        {"event": "symbolic", "function": fine, "signature": "(float32[None])", "covered": False,
+         "context": "test_x.py::test_fit"},
+        {"event": "check", "function": fine, "how": "eager", "signature": "(float32[3])",
+         "covers": ["(float32[None])"], "report": match, "context": "test_x.py::test_tape"},
+        {"event": "raised", "function": op, "where": "call",
+         "message": "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'"},
+    ]
+
+
+def test_events_become_verdicts_at_def_lines_merged_with_static_findings(tmp_path, monkeypatch):
+    (tmp_path / "ops.py").write_text(SOURCE)
+    monkeypatch.chdir(tmp_path)
+    results, runtime = report.build(report.group(events(str(tmp_path / "ops.py"))))
+    by_name = {r["function"]: r for r in runtime}
+    assert (by_name["op"]["line"], by_name["op"]["verdict"]) == (7, "error")
+    assert by_name["op"]["checked"] == "raised by TensorFlow while the command ran"
+    fine = by_name["fine"]
+    assert (fine["path"], fine["line"], fine["verdict"]) == ("ops.py", 14, "match")
+    assert fine["checked"] == ("first called under tf.function with (float32[None]); checked at a later eager "
+                               "call with (float32[3])")
+    assert fine["tests"] == ["test_x.py::test_fit", "test_x.py::test_tape"]
+    (result,) = results
+    (finding,) = result.diagnostics
+    assert (finding.code, finding.line, finding.runtime["verdict"]) == ("CG004", 8, "error")
+    assert report.failing(runtime)
+    assert report.summary_line(runtime, 0) == ("cglint trace: 2 custom gradients checked: 1 error, 1 match "
+                                               "(the command exited with status 0).")
+
+    text = render("text", results, Context(root=tmp_path, runtime=runtime))
+    assert "  = runtime: confirmed: TypeError: @tf.custom_gradient grad_fn must accept" in text
+    assert "  ops.py:14: fine: match vs autodiff: matches autodiff to 0\n      (first called under tf.function" in text
+
+    out = json.loads(render("json", results, Context(root=tmp_path, runtime=runtime)))
+    assert out["diagnostics"][0]["runtime"]["verdict"] == "error"
+    assert [r["function"] for r in out["runtime"]] == ["fine", "op"]
+
+    sarif = json.loads(render("sarif", results, Context(root=tmp_path, runtime=runtime)))
+    jsonschema.validate(sarif, SCHEMA, cls=jsonschema.Draft4Validator, format_checker=jsonschema.FormatChecker())
+    (run,) = sarif["runs"]
+    static, checked = run["results"]
+    assert static["ruleId"] == "CG004" and static["properties"]["runtime"]["verdict"] == "error"
+    assert checked["ruleId"] == "runtime-check" and checked["locations"][0]["physicalLocation"]["region"] == \
+        {"startLine": 7}
+    assert run["tool"]["driver"]["rules"][checked["ruleIndex"]]["id"] == "runtime-check"
+    assert [r["function"] for r in run["properties"]["runtime"]] == ["fine", "op"]
+
+
+def test_a_symbolic_call_the_process_never_checked_is_skipped_with_the_reason(tmp_path):
+    (tmp_path / "ops.py").write_text(SOURCE)
+    fn = {"path": str(tmp_path / "ops.py"), "firstlineno": 13, "qualname": "fine"}
+    _, runtime = report.build(report.group([{"event": "symbolic", "function": fn, "signature": "(float32[2])",
+                                             "covered": False}]), cwd=tmp_path)
+    (r,) = runtime
+    assert r["verdict"] == "skipped" and "process ended before cglint's exit check" in r["detail"]
+    assert not report.failing(runtime)
+
+
+def test_no_events_says_nothing_was_checked():
+    assert report.build([]) == ([], [])
+    assert report.summary_line([], 3) == ("cglint trace: no custom gradient was called; nothing was checked "
+                                          "(the command exited with status 3).")
