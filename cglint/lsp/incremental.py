@@ -230,7 +230,9 @@ class Analysis:
             return Lint(FileResult(path, source, [], parsed=False), [], chunks)
         if superseded():
             return None
-        placed = self._split(scan.reduced, scan.tree) if scan is not None and scan.tree is not None else None
+        placed = self._split(scan.reduced, scan.tree, superseded) if scan is not None and scan.tree is not None else None
+        if placed is _SUPERSEDED:
+            return None
         if placed is None:
             return Lint(engine.lint_source(source, path, rules, reduce=True), None, chunks)
         if superseded():
@@ -252,7 +254,10 @@ class Analysis:
         result = FileResult(path, source, kept, parsed=True, model=model, warnings=notes)
         return Lint(result, placed, chunks, reduced=scan.reduced, raw=raw, rules=rules, aliases=aliases)
 
-    def _split(self, reduced: str, tree: ast.Module) -> list[_Placed] | None:
+    def _split(self, reduced: str, tree: ast.Module, superseded: Callable[[], bool] = lambda: False):
+        """The reduced text's statements, parsed (cached by text); None when one parses only in
+        context; _SUPERSEDED when a newer text arrived meanwhile (parsing is most of a lint's
+        time, so it is checked between statements)."""
         lines = _lines(reduced)
         spans: list[list[int]] = []
         for stmt in tree.body:
@@ -267,6 +272,8 @@ class Analysis:
             text = "".join(lines[first - 1 : last])
             if not text.strip():
                 continue  # blanked by the quick scan
+            if text not in self._cache and superseded():
+                return _SUPERSEDED
             stmt = self._statement(text)
             if stmt is None:
                 return None
@@ -288,6 +295,9 @@ class Analysis:
             else:
                 raise LookupError("a finding points outside the module's statements")
         return out
+
+
+_SUPERSEDED: Any = object()
 
 
 @dataclass(eq=False)
