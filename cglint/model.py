@@ -17,6 +17,8 @@ from typing import Iterator, Union
 
 import libcst as cst
 
+from cglint.cstwalk import Walker
+
 # Shared with the quick scan, which runs before (and often instead of) libcst.
 from cglint.names import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT, alias_to_tensorflow, normalize  # noqa: F401
 
@@ -391,7 +393,7 @@ class ModuleModel:
     def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = ()) -> None:
         self.module = module
         collector = _Collector(self)
-        module.visit(collector)
+        collector.walk(module)
         self.imports: dict[str, str] = reach_imports(collector.imports, tensorflow_aliases, collector.root)
         self.root: Scope = collector.root
         self.scope_of: dict[cst.CSTNode, Scope] = collector.scope_of
@@ -415,7 +417,7 @@ class ModuleModel:
         """Names an expression reads (attribute and keyword names are not reads). Names under
         an attribute in `skip_attrs` are left out: `x.shape` with `{"shape"}` reads nothing."""
         finder = _ReadsIn(skip_attrs)
-        expr.visit(finder)
+        finder.walk(expr)
         return finder.names
 
     # ---- name resolution -----------------------------------------------------------------
@@ -1313,7 +1315,7 @@ _LIST_TAKERS = frozenset({"len", "zip", "enumerate", "list", "tuple", "sum", "ma
                           "flatten", "map_structure", "pack_sequence_as", "unstack_sequence"})
 
 
-class _StructureUse(cst.CSTVisitor):
+class _StructureUse(Walker):
     """Names (of a site's inputs) that its forward or grad fns take apart as a structure."""
 
     def __init__(self, names: set[str]) -> None:
@@ -1325,7 +1327,7 @@ class _StructureUse(cst.CSTVisitor):
         cache = model.__dict__.setdefault("_structure_use", {})
         if id(site) not in cache:
             visitor = cls(set(site.inputs))
-            site.forward.body.visit(visitor)
+            visitor.walk(site.forward.body)
             cache[id(site)] = visitor.found
         return cache[id(site)]
 
@@ -1500,7 +1502,7 @@ def _return_values(fn: FunctionNode, scope: Scope) -> Iterator[cst.BaseExpressio
             yield value
 
 
-class _Collector(cst.CSTVisitor):
+class _Collector(Walker):
     """The single walk: scopes, bindings, reads, calls, returns, imports, decorated defs."""
 
     def __init__(self, model: ModuleModel) -> None:
@@ -1588,7 +1590,7 @@ class _Collector(cst.CSTVisitor):
             self.defs.append((node, self.scope))
         # Decorators and defaults belong to the enclosing scope.
         for dec in node.decorators:
-            dec.visit(self)
+            self.walk(dec)
         self._function_body(node)
         return False
 
@@ -1603,17 +1605,17 @@ class _Collector(cst.CSTVisitor):
         _visit_defaults(node.params, self)
         scope = self._push(node)
         self._bind_params(scope, node.params)
-        node.body.visit(self)
+        self.walk(node.body)
         self._pop()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self._bind(node.name.value, node)
         for dec in node.decorators:
-            dec.visit(self)
+            self.walk(dec)
         for base in node.bases:
-            base.visit(self)
+            self.walk(base)
         self._push(node)
-        node.body.visit(self)
+        self.walk(node.body)
         self._pop()
         return False
 
@@ -1638,53 +1640,53 @@ class _Collector(cst.CSTVisitor):
             cls = self.scope.enclosing_class()
             if cls is not None:
                 cls.attributes.setdefault(target.attr.value, []).append(value)
-            target.value.visit(self)
+            self.walk(target.value)
         else:
-            target.visit(self)
+            self.walk(target)
 
     def visit_Assign(self, node: cst.Assign) -> bool:
         if isinstance(node.value, cst.Call) and any(isinstance(t.target, (cst.Tuple, cst.List)) for t in node.targets):
             self.forwarded.add(id(node.value))
-        node.value.visit(self)
+        self.walk(node.value)
         for t in node.targets:
             self._bind_target(t.target, node.value)
         return False
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
         if node.value is not None:
-            node.value.visit(self)
+            self.walk(node.value)
         self._bind_target(node.target, node.value)
         return False
 
     def visit_AugAssign(self, node: cst.AugAssign) -> bool:
-        node.value.visit(self)
-        node.target.visit(self)  # an augmented target is read as well
+        self.walk(node.value)
+        self.walk(node.target)  # an augmented target is read as well
         if isinstance(node.target, cst.Name):
             self._bind(node.target.value, None)
         return False
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
-        node.value.visit(self)
+        self.walk(node.value)
         self._bind_target(node.target, node.value)
         return False
 
     def visit_For(self, node: cst.For) -> bool:
-        node.iter.visit(self)
+        self.walk(node.iter)
         self._bind_target(node.target, None, sure=False)  # the loop may not run
         self.depth[-1] += 1
-        node.body.visit(self)
+        self.walk(node.body)
         if node.orelse is not None:
-            node.orelse.visit(self)
+            self.walk(node.orelse)
         self.depth[-1] -= 1
         return False
 
     def visit_CompFor(self, node: cst.CompFor) -> bool:
-        node.iter.visit(self)
+        self.walk(node.iter)
         self._bind_target(node.target, None, sure=False)  # the comprehension's own name
         for cond in node.ifs:
-            cond.visit(self)
+            self.walk(cond)
         if node.inner_for_in is not None:
-            node.inner_for_in.visit(self)
+            self.walk(node.inner_for_in)
         return False
 
     def visit_AsName(self, node: cst.AsName) -> bool:
@@ -1708,11 +1710,11 @@ class _Collector(cst.CSTVisitor):
             self.scope.attribute_reads.append(node)
         elif isinstance(node.value, cst.Attribute) and _is_self(node.value.value):
             self.attribute_of[id(node.value)] = node.attr.value  # `self.dense.kernel`: "kernel"
-        node.value.visit(self)  # the attribute name itself is not a read
+        self.walk(node.value)  # the attribute name itself is not a read
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)  # a keyword's name is not a read
+        self.walk(node.value)  # a keyword's name is not a read
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -1735,7 +1737,7 @@ class _Collector(cst.CSTVisitor):
             self.forwarded.add(id(node.value))
 
 
-class _ReadsIn(cst.CSTVisitor):
+class _ReadsIn(Walker):
     """Names read inside one expression (see `ModuleModel.reads_in`)."""
 
     def __init__(self, skip_attrs: frozenset[str]) -> None:
@@ -1747,18 +1749,18 @@ class _ReadsIn(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if node.attr.value not in self.skip_attrs:
-            node.value.visit(self)
+            self.walk(node.value)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        self.walk(node.value)
         return False
 
 
-def _visit_defaults(params: cst.Parameters, visitor: cst.CSTVisitor) -> None:
+def _visit_defaults(params: cst.Parameters, visitor: Walker) -> None:
     for p in [*params.posonly_params, *params.params, *params.kwonly_params]:
         if p.default is not None:
-            p.default.visit(visitor)
+            visitor.walk(p.default)
 
 
 def _dotted(node: cst.CSTNode) -> str:
