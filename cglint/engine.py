@@ -74,17 +74,20 @@ def lint_source(
         # libcst drops a leading BOM and form feeds in indentation: fixes map back (cglint.fix)
         pysource.remember(module, source, text)
     return analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=not reduced,
-                   unused_noqa=unused_noqa, aliases=aliases)
+                   unused_noqa=unused_noqa, aliases=aliases,
+                   statement_lines=pysource.statement_lines(tree, text) if tree is not None else None)
 
 
 def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = True, full_tree: bool = True,
             positions: Callable[[list], Any] | None = None, unused_noqa: bool = False,
-            aliases: tuple[str, ...] = ()) -> FileResult:
+            aliases: tuple[str, ...] = (), statement_lines: list[tuple[int, int]] | None = None) -> FileResult:
     """A parsed module -> model -> rules -> positions -> noqa. `positions(nodes)` gives each
     finding node its CodeRange (by default the model's position pass over `module`, paid only
     when there are findings; the language server passes positions it computed per statement).
     `full_tree`: `module` is all of `source` (fixes can be applied to it); `aliases`: modules
-    configured as re-exports of TensorFlow."""
+    configured as re-exports of TensorFlow; `statement_lines`: where each of `module`'s top-level
+    statements starts and ends (Python's parse), so positions cost a pass over only the
+    statements holding findings."""
     from cglint.model import ModuleModel
     from cglint.rules.cg000_syntax_error import SyntaxErrorRule
 
@@ -96,7 +99,8 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
         where_is: Any = {}
         if findings:
             # Positions cost a codegen pass over the module: only paid when there is something to say.
-            where_is = model.positions if positions is None else positions([f.node for _, f in findings])
+            where_is = (model.positions_of([f for _, f in findings], statement_lines) if positions is None
+                        else positions([f.node for _, f in findings]))
     except RecursionError:
         # Pathological nesting (thousands of operators) exhausts the walk: say so for this file
         # and go on with the others.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Iterator, Union
+from typing import Any, Iterator, Union
 
 import libcst as cst
 
@@ -407,6 +407,8 @@ class ModuleModel:
         self._read_seq: dict[int, int] = collector.read_seq
         # id(`self.x` node) -> the attribute read from it, when it is `self.x.<attr>`.
         self._attribute_of: dict[int, str] = collector.attribute_of
+        # id(def, lambda, call or def name) -> index of the top-level statement holding it.
+        self._top_of: dict[int, int] = collector.top_of
         self.sites: list[GradientSite] = self._find_sites()
 
     @property
@@ -919,6 +921,42 @@ class ModuleModel:
             positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
             self.__dict__["_positions"] = positions
         return positions
+
+    def positions_of(self, findings: list, lines: list[tuple[int, int]] | None) -> Any:
+        """CodeRanges for the findings' nodes, from a codegen pass over only the top-level
+        statements that hold them (a 6,000-site module spends more in the whole-module pass than
+        in every rule together). `lines`: each top-level statement's first and last line, from
+        Python's parse. Where anything does not line up (a node the model cannot place, a
+        statement whose length disagrees) it is the whole-module pass: never a wrong position."""
+        if lines is None or "_positions" in self.__dict__ or len(lines) != len(self.module.body):
+            return self.positions
+        body = self.module.body
+        wanted: set[int] = set()
+        for f in findings:
+            top = self._top_of.get(id(f.node))
+            if top is None and f.site is not None:
+                top = self._top_of.get(id(f.site.forward))
+            if top is None:
+                return self.positions
+            wanted.add(top)
+
+        def start(i: int) -> int:  # the first line of statement i's code: its own leading lines
+            return lines[i][0] - len(getattr(body[i], "leading_lines", ()))
+
+        from libcst.metadata.position_provider import PositionProvider, PositionProvidingCodegenState
+
+        provider = PositionProvider()
+        for i in sorted(wanted):
+            state = PositionProvidingCodegenState(default_indent=self.module.default_indent,
+                                                  default_newline=self.module.default_newline, provider=provider)
+            state.line = start(i)
+            body[i]._codegen(state)
+            if i + 1 < len(body) and state.line != start(i + 1):
+                return self.positions
+        computed = provider._computed
+        if any(f.node not in computed for f in findings):
+            return self.positions
+        return computed
 
     def names_in_use(self) -> set[str]:
         """Every name bound, read or imported anywhere in the module: a fixer introducing a
@@ -1519,6 +1557,8 @@ class _Collector(Walker):
         self.attribute_of: dict[int, str] = {}
         # Per open scope: how many if/loop/try blocks deep the walk is inside it.
         self.depth: list[int] = [0]
+        self.top = 0  # the top-level statement being walked
+        self.top_of: dict[int, int] = {}
 
     def _bind(self, name: str, value: Binding, sure: bool | None = None) -> None:
         self.seq += 1
@@ -1537,9 +1577,13 @@ class _Collector(Walker):
     def scope(self) -> Scope:
         return self.stack[-1]
 
-    def visit_Module(self, node: cst.Module) -> None:
+    def visit_Module(self, node: cst.Module) -> bool:
         self.root.node = node
         self.scope_of[node] = self.root
+        for i, stmt in enumerate(node.body):
+            self.top = i
+            self.walk(stmt)
+        return False
 
     # -- imports
     def visit_Import(self, node: cst.Import) -> bool:
@@ -1585,6 +1629,7 @@ class _Collector(Walker):
             scope.bind(p.name.value, Param(p), self.seq, True)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.top_of[id(node)] = self.top_of[id(node.name)] = self.top
         self._bind(node.name.value, node)
         if node.decorators:
             self.defs.append((node, self.scope))
@@ -1595,6 +1640,7 @@ class _Collector(Walker):
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
+        self.top_of[id(node)] = self.top
         if isinstance(node.body, cst.Call):
             self.forwarded.add(id(node.body))
         self._function_body(node)
@@ -1718,6 +1764,7 @@ class _Collector(Walker):
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
+        self.top_of[id(node)] = self.top
         self.scope.calls.append(node)
         self.calls.append((node, self.scope))
 
