@@ -121,14 +121,39 @@ def parse(text: str) -> tuple[ast.Module | None, PythonError | None]:
             return ast.parse(text), None
     except SyntaxError as exc:
         message = exc.msg or "invalid syntax"
-        nesting = any(n in message for n in _NESTING)
+        # Python stops at its first error: deep nesting after it (or that only libcst reaches,
+        # as after a leading U+FEFF, which libcst skips and Python refuses in a str) must not
+        # reach libcst either.
+        nesting = any(n in message for n in _NESTING) or _too_deep(text)
         line = exc.lineno or 1
         column = max(1, exc.offset or 1)  # counts characters in 3.10+
         return None, PythonError(message, line, column, nesting)
     except (RecursionError, MemoryError):
         return None, PythonError("nesting too deep (Python's parser gives up)", 1, 1, True)
     except ValueError as exc:  # "source code string cannot contain null bytes"
-        return None, PythonError(str(exc), _nul_line(text), 1, False)
+        return None, PythonError(str(exc), _nul_line(text), 1, _too_deep(text))
+
+
+# Python's tokenizer refuses more than 200 open brackets ("too many nested parentheses");
+# libcst's parser recurses per level and overflows its native stack some way beyond that.
+MAX_BRACKET_DEPTH = 200
+_BRACKET = re.compile(r"[()\[\]{}]")
+
+
+def _too_deep(text: str) -> bool:
+    """Whether brackets (counted everywhere, strings and comments included: an over-estimate,
+    only asked of text Python refuses) ever open deeper than Python allows."""
+    if text.count("(") + text.count("[") + text.count("{") <= MAX_BRACKET_DEPTH:
+        return False
+    depth = 0
+    for m in _BRACKET.finditer(text):
+        if m.group() in "([{":
+            depth += 1
+            if depth > MAX_BRACKET_DEPTH:
+                return True
+        elif depth:
+            depth -= 1
+    return False
 
 
 def _nul_line(text: str) -> int:

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +55,28 @@ def test_deep_parentheses_are_cg000_where_python_says_not_a_segfault(tmp_path):
     run = run_cli("--output-format", "concise", ".", cwd=tmp_path)  # the process survives
     assert run.returncode == 1, run.stderr
     assert "deep.py:5:209: CG000" in run.stdout and "ok.py:6:31: CG005" in run.stdout
+
+
+def test_deep_parentheses_after_an_earlier_error_are_cg000_not_a_segfault(tmp_path):
+    """Found by the long fuzz run (a U+FEFF mutation + deep nesting): Python stops at its first
+    error ("invalid non-printable character U+FEFF" on line 1), so it never says "too many
+    nested parentheses"; libcst skips a leading U+FEFF, read on and crashed (SIGSEGV) on the
+    nesting. Whatever Python's first error, text nested deeper than Python allows never reaches
+    libcst. (Errors Python's parser finds only after the whole parse, `f(**a, *b)`, `del f()`,
+    come after its tokenizer's nesting error: line 6.)"""
+    deep = HEAD + "@tf.custom_gradient\ndef op(x):\n    return " + "(" * 3000 + "x" + ")" * 3000 + ", lambda dy: dy\n"
+    cases = {"bom.py": b"\xef\xbb\xbf" * 2 + deep.encode(),  # the file's BOM, then U+FEFF in the text
+             "unpacking.py": b"f(**a, *b)\n" + deep.encode(),
+             "delete.py": b"del f()\n" + deep.encode()}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "ok.py").write_text(HEAD + SITE)
+    run = run_cli("--output-format", "json", ".", cwd=tmp_path)
+    assert run.returncode == 1, (run.returncode, run.stderr)
+    found = {(Path(d["path"]).name, d["line"], d["code"]) for d in json.loads(run.stdout)["diagnostics"]}
+    assert found == {("bom.py", 1, "CG000"), ("unpacking.py", 6, "CG000"), ("delete.py", 6, "CG000"),
+                     ("ok.py", 6, "CG005")}
+    assert diags("\ufeff" + deep)[0][:3] == (1, 1, "CG000")  # the text API (editors) too
 
 
 @pytest.mark.parametrize("kind", ["unary", "subscript", "binop", "call", "ifexp"])
