@@ -5,7 +5,7 @@ outside the repository), opens it in `cglint lsp` through pygls's LanguageClient
 and times many single-character edits: `didChange` sent -> diagnostics for that version
 received. Side by side, in the same run:
 
-  cglint lsp, push      didChange -> publishDiagnostics (includes the 150 ms debounce)
+  cglint lsp, push      didChange -> publishDiagnostics (the server's debounce: 0 by default)
   cglint lsp, pull      didChange, then textDocument/diagnostic -> response (no debounce)
   ruff server, push     the same edits through another Python linter's language server,
                         if `ruff` is installed (it checks other things; a latency reference)
@@ -15,6 +15,10 @@ received. Side by side, in the same run:
   flake8 --select CG    `flake8 --select CG FILE` with the cglint plugin, a new process per run
 
 Usage: python bench/lsp_latency.py [--edits 40] [--runs 10]
+Edits are of two kinds (a digit at the end of the module, a digit inside one of the sites' grad
+fns); each server gets both in push and in pull mode; every fourth site edit is followed by a
+quick fix as Neovim asks for one (code actions for the line, then codeAction/resolve), and in
+pull mode by a pull while that fix resolves.
 Prints a table (median, p90, n; milliseconds). The machine may be shared: compare rows of one
 run, not numbers across runs.
 """
@@ -94,12 +98,17 @@ def generate(lines: int = 2000, sites: int = 20) -> str:
     return text
 
 
-def edit_at(text: str, n: int) -> tuple[str, lsp.Range, str]:
-    """Change the last line's digit: a one-character edit anywhere from the sites."""
-    line = text.count("\n") - 1
-    col = len("EDIT_MARK = ")
-    new = str(n % 10)
+def edit_at(text: str, n: int, where: str = "end") -> tuple[str, lsp.Range, str]:
+    """A one-character edit: `end` changes the digit of the module's last line (away from the
+    sites); `site` changes a digit in the grad fn of site n % 20 (`slope = 1.0` -> `slope = 2.0`),
+    so the statement that holds a finding is parsed again."""
     lines = text.split("\n")
+    if where == "end":
+        line, col = text.count("\n") - 1, len("EDIT_MARK = ")
+    else:
+        hits = [i for i, l in enumerate(lines) if l.startswith("        slope = ")]
+        line, col = hits[n % len(hits)], len("        slope = ")
+    new = str(n % 9 + 1)
     old_line = lines[line]
     lines[line] = old_line[:col] + new + old_line[col + 1:]
     return "\n".join(lines), lsp.Range(lsp.Position(line, col), lsp.Position(line, col + 1)), new
@@ -109,7 +118,11 @@ def capabilities(pull: bool) -> lsp.ClientCapabilities:
     text = lsp.TextDocumentClientCapabilities(
         synchronization=lsp.TextDocumentSyncClientCapabilities(did_save=True),
         publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(version_support=True),
-        diagnostic=lsp.DiagnosticClientCapabilities() if pull else None)
+        diagnostic=lsp.DiagnosticClientCapabilities() if pull else None,
+        code_action=lsp.CodeActionClientCapabilities(
+            code_action_literal_support=lsp.ClientCodeActionLiteralOptions(
+                lsp.ClientCodeActionKindOptions(value_set=["quickfix", "source"])),
+            data_support=True, resolve_support=lsp.ClientCodeActionResolveOptions(properties=["edit"])))
     return lsp.ClientCapabilities(text_document=text, general=lsp.GeneralClientCapabilities(
         position_encodings=[lsp.PositionEncodingKind.Utf16]))
 
@@ -123,7 +136,8 @@ class _RawInitialize(LanguageServerProtocol):
 
 
 async def lsp_latencies(command: list[str], path: Path, text: str, edits: int, pull: bool,
-                        expect_codes: bool) -> list[float]:
+                        expect_codes: bool, where: str = "end", fixes: list[float] | None = None,
+                        during_fix: list[float] | None = None) -> list[float]:
     client = LanguageClient("bench", "1", protocol_cls=_RawInitialize)
     waiting: dict[int, asyncio.Future] = {}
 
@@ -150,23 +164,54 @@ async def lsp_latencies(command: list[str], path: Path, text: str, edits: int, p
     waiting[1] = loop.create_future()
     client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri, "python", 1, text)))
     _, first = await diagnostics_for(1)
+    other = path.with_name("other_" + path.name).as_uri()
+    other_text, other_version = [text.replace("op_", "other_op_")], [1]
+    if fixes is not None and pull:
+        client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(other, "python", 1, other_text[0])))
+        await client.text_document_diagnostic_async(lsp.DocumentDiagnosticParams(lsp.TextDocumentIdentifier(other)))
     if expect_codes:
         assert sum(d.code == "CG005" for d in first) == 20, [d.code for d in first]
 
     times = []
     for n in range(1, edits + 1):
         version = n + 1
-        text, where, new = edit_at(text, n)
+        text, span, new = edit_at(text, n, where)
         waiting[version] = loop.create_future()
         await asyncio.sleep(0.05)  # an editor's keystrokes are apart; let the server idle
         start = time.perf_counter()
         client.text_document_did_change(lsp.DidChangeTextDocumentParams(
             lsp.VersionedTextDocumentIdentifier(version=version, uri=uri),
-            [lsp.TextDocumentContentChangePartial(range=where, text=new)]))
+            [lsp.TextDocumentContentChangePartial(range=span, text=new)]))
         end, diags = await diagnostics_for(version)
         if expect_codes:
             assert sum(d.code == "CG005" for d in diags) == 20
         times.append(end - start)
+        if fixes is not None and n % 4 == 0:
+            # A quick fix as Neovim asks for it: code actions for the cursor line (with the
+            # line's diagnostics as context), then resolve the fix's edit.
+            diag = diags[n % len(diags)]
+            await asyncio.sleep(0.05)
+            start = time.perf_counter()
+            actions = await client.text_document_code_action_async(lsp.CodeActionParams(
+                lsp.TextDocumentIdentifier(uri), lsp.Range(diag.range.start, diag.range.start),
+                lsp.CodeActionContext(diagnostics=[diag])))
+            fix = next(a for a in actions if a.title.startswith("Fix CG005"))
+            resolving = asyncio.ensure_future(client.code_action_resolve_async(fix) if fix.edit is None
+                                              else asyncio.sleep(0, fix))
+            if during_fix is not None and pull:
+                # An edit and a pull of another buffer while the fix is computed: the lint must
+                # not wait behind the fix.
+                other_version[0] += 1
+                other_text[0], other_span, other_new = edit_at(other_text[0], n, "site")
+                lint_start = time.perf_counter()
+                client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+                    lsp.VersionedTextDocumentIdentifier(version=other_version[0], uri=other),
+                    [lsp.TextDocumentContentChangePartial(range=other_span, text=other_new)]))
+                await client.text_document_diagnostic_async(lsp.DocumentDiagnosticParams(lsp.TextDocumentIdentifier(other)))
+                during_fix.append(time.perf_counter() - lint_start)
+            resolved = await resolving
+            assert resolved.edit is not None, "the quick fix has no edit"
+            fixes.append(time.perf_counter() - start)
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
@@ -183,15 +228,26 @@ def process_latencies(command: list[str], runs: int) -> list[float]:
     return times
 
 
-def engine_latencies(text: str, runs: int, reduce: bool) -> list[float]:
+def engine_latencies(text: str, runs: int, reduce: bool | None, where: str = "end") -> list[float]:
+    """In process: `engine.lint_source` (reduce True/False) or, with `reduce=None`, the
+    server's incremental analysis (warmed by one lint of the text)."""
     sys.path.insert(0, str(ROOT))
     from cglint import engine
+    from cglint.lsp.incremental import Analysis
+    from cglint.rules import ALL_RULES
 
+    analysis = Analysis()
+    rules = list(ALL_RULES)
+    if reduce is None:
+        analysis.lint(text, "bench.py", rules)
     times = []
     for n in range(runs):
-        text, _, _ = edit_at(text, n)
+        text, _, _ = edit_at(text, n, where)
         start = time.perf_counter()
-        result = engine.lint_source(text, "bench.py", reduce=reduce)
+        if reduce is None:
+            result = analysis.lint(text, "bench.py", rules).result
+        else:
+            result = engine.lint_source(text, "bench.py", rules, reduce=reduce)
         times.append(time.perf_counter() - start)
         assert sum(d.code == "CG005" for d in result.diagnostics) == 20
     return times
@@ -221,27 +277,39 @@ def main() -> int:
 
         rows: list[tuple[str, list[float] | None, str]] = []
         server = [sys.executable, "-m", "cglint", "lsp"]
-        rows.append(("cglint lsp, push (debounce 150 ms)",
-                     asyncio.run(lsp_latencies(server, path, text, args.edits, pull=False, expect_codes=True)),
-                     "didChange -> publishDiagnostics"))
-        rows.append(("cglint lsp, pull",
-                     asyncio.run(lsp_latencies(server, path, text, args.edits, pull=True, expect_codes=True)),
-                     "didChange + textDocument/diagnostic"))
         ruff = shutil.which("ruff") or shutil.which("ruff", path=os.path.dirname(sys.executable))
-        if ruff:
-            version = subprocess.run([ruff, "--version"], capture_output=True, text=True).stdout.strip()
-            rows.append((f"{version} server, push",
-                         asyncio.run(lsp_latencies([ruff, "server"], path, text, args.edits, pull=False,
-                                                   expect_codes=False)),
-                         "same edits; ruff's own rules"))
-        else:
-            rows.append(("ruff server, push", None, "ruff not installed"))
-        rows.append(("cglint engine, in process, reduced parse", engine_latencies(text, args.edits, True),
-                     "lint_source(reduce=True): the server's lint"))
-        rows.append(("cglint engine, in process, full parse", engine_latencies(text, args.edits, False),
-                     "lint_source(): what fixes need"))
-        rows.append(("cglint FILE (CLI)", process_latencies([sys.executable, "-m", "cglint", str(path)], args.runs),
-                     "new process per run"))
+        version = subprocess.run([ruff, "--version"], capture_output=True, text=True).stdout.strip() if ruff else None
+        fixes: list[float] = []
+        during: list[float] = []
+        # Alternate the servers edit kind by edit kind, so load from other jobs hits them alike.
+        for where in ("end", "site"):
+            label = "edit away from the sites" if where == "end" else "edit inside a site's grad fn"
+            for pull in (False, True):
+                mode = "pull" if pull else "push"
+                rows.append((f"cglint lsp, {mode}, {where}",
+                             asyncio.run(lsp_latencies(server, path, text, args.edits, pull=pull, expect_codes=True,
+                                                       where=where, fixes=fixes if where == "site" else None,
+                                                       during_fix=during)),
+                             f"{label}; didChange -> " + ("textDocument/diagnostic response" if pull else "publishDiagnostics")))
+                if version:
+                    rows.append((f"{version} server, {mode}, {where}",
+                                 asyncio.run(lsp_latencies([ruff, "server"], path, text, args.edits, pull=pull,
+                                                           expect_codes=False, where=where)),
+                                 "same edits; ruff's own rules"))
+        if not version:
+            rows.append(("ruff server", None, "ruff not installed"))
+        rows.append(("cglint lsp, quick fix (code action + resolve)", fixes,
+                     "Neovim's `gra` on a CG005 line: actions for the line, then the fix's edit"))
+        rows.append(("cglint lsp, pull while a quick fix resolves", during, "a lint does not wait behind a fix"))
+        for where in ("end", "site"):
+            rows.append((f"engine in process, incremental, {where}", engine_latencies(text, args.edits, None, where),
+                         "cglint.lsp.incremental: the server's lint"))
+        rows.append(("engine in process, reduced parse", engine_latencies(text, max(args.edits // 4, 5), True),
+                     "lint_source(reduce=True): the server's lint before incremental analysis"))
+        rows.append(("engine in process, full parse", engine_latencies(text, max(args.edits // 8, 3), False),
+                     "lint_source(): a whole-file parse"))
+        rows.append(("cglint FILE (CLI)", process_latencies([sys.executable, "-m", "cglint", "--no-cache", str(path)],
+                                                            args.runs), "new process per run, no cache"))
         config = workdir / "flake8.cfg"
         config.write_text(f"[flake8:local-plugins]\nextension =\n    CG = cglint.flake8_plugin:Plugin\npaths = {ROOT}\n")
         flake8_cmd = [sys.executable, "-m", "flake8", "--config", str(config), "--select", "CG", str(path)]

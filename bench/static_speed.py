@@ -1,13 +1,22 @@
 #!/usr/bin/env python3
-"""Static linting speed: cglint against ruff (and a plain `ast.parse` of the same files) on a
-real tree, median of several runs, side by side in the same run.
+"""Static linting speed on real trees: cglint cold and with a warm cache, against ruff and flake8,
+in the same run, medians of alternating runs, with each run's peak memory.
 
-    python bench/static_speed.py [TREE ...] [--runs 5]
+    python bench/static_speed.py [TREE ...] [--runs 7] [--flake8-runs 3]
 
-Default tree: the installed TensorFlow's `tensorflow/python` (needs the runtime extra) and
-Keras. ruff runs with `--no-cache` so both tools read every file; ruff comes from `pip install
-ruff` (the `bench` extra). Prints a markdown table; the machine may be shared, so compare the
-ratios, not the absolute times.
+Default trees: the installed TensorFlow's `tensorflow/python` and Keras (the runtime extra).
+Peers: `ruff` (`pip install ruff` into the same environment) with `--no-cache`, once with
+`--select F821` (one rule, the issue's reference) and once with its default rules, and flake8
+with `--select F821` (pyflakes, the closest flake8 equivalent). Rows:
+
+  cglint cold        `cglint --no-cache` (every candidate file parsed; `--jobs` automatic)
+  cglint cold -j 1   the same in one process
+  cglint warm        `cglint` with a cache filled by a previous run (nothing changed)
+
+Runs of all commands alternate (A B C A B C ...) so that load from other jobs on a shared
+machine hits them alike; each run's exit status and output are checked (a fast command that
+failed would look good), and the three cglint modes must print the same JSON. Peak memory is
+the child's maximum resident set (`wait4`).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,48 +45,82 @@ def default_trees() -> list[Path]:
     return trees
 
 
-def timed(cmd: list[str], env: dict | None = None) -> float:
+def timed_run(cmd: list[str], env: dict, ok: tuple[int, ...]) -> tuple[float, float, bytes]:
+    # Popen + wait4 ourselves, so the rusage is this child's own.
     start = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
-    return time.perf_counter() - start
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    chunks = []
+    with proc.stdout:  # type: ignore[union-attr]
+        for block in iter(lambda: proc.stdout.read(65536), b""):  # type: ignore[union-attr]
+            chunks.append(block)
+    err = proc.stderr.read()  # type: ignore[union-attr]
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in ok:
+        raise RuntimeError(f"{' '.join(cmd[:5])} exited {proc.returncode}: {err.decode()[-800:]}")
+    return elapsed, usage.ru_maxrss / 1024, b"".join(chunks)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("trees", nargs="*", type=Path)
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--flake8-runs", type=int, default=3, help="flake8 is slow: fewer runs")
     args = ap.parse_args()
     trees = args.trees or default_trees()
     if not trees:
         print("no tree to measure: pass one, or install the runtime extra", file=sys.stderr)
         return 2
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("CGLINT_CACHE_DIR", None)
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
-    tools = {
-        "cglint": [sys.executable, "-m", "cglint", "--output-format", "json"],
-        "ruff check (default rules)": [ruff, "check", "--no-cache", "--isolated", "--exit-zero", "--quiet"],
-        "python: ast.parse every file": [sys.executable, "-c",
-            "import ast,sys,pathlib\nfor t in sys.argv[1:]:\n for p in pathlib.Path(t).rglob('*.py'):\n"
-            "  try: ast.parse(p.read_bytes())\n  except Exception: pass"],
+    version = subprocess.run([ruff, "--version"], capture_output=True, text=True).stdout.strip() if Path(ruff).exists() else None
+    cache = Path(tempfile.mkdtemp(prefix="cglint-bench-cache-"))
+    cglint = [sys.executable, "-m", "cglint", "--output-format", "json", "--exit-zero"]
+    tools: dict[str, tuple[list[str], tuple[int, ...]]] = {
+        "cglint cold": (cglint + ["--no-cache"], (0,)),
+        "cglint cold -j 1": (cglint + ["--no-cache", "--jobs", "1"], (0,)),
+        "cglint warm": (cglint + ["--cache-dir", str(cache)], (0,)),
     }
-    print(f"Static speed, median of {args.runs} runs (wall clock), Python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} CPUs\n")
-    print("| tree | files | files mentioning custom_gradient | " + " | ".join(tools) + " | cglint / ruff |")
-    print("| --- | ---: | ---: | " + " | ".join("---:" for _ in tools) + " | ---: |")
-    for tree in trees:
-        files = list(tree.rglob("*.py"))
-        mentioning = sum(1 for f in files if b"custom_gradient" in f.read_bytes())
-        medians = {}
-        for name, cmd in tools.items():
-            if not Path(cmd[0]).exists() and shutil.which(cmd[0]) is None:
-                medians[name] = None
-                continue
-            samples = [timed(cmd + [str(tree)], env) for _ in range(args.runs)]
-            medians[name] = statistics.median(samples)
-        cells = [f"{medians[n]:.2f} s" if medians[n] is not None else "n/a" for n in tools]
-        ratio = (medians["cglint"] / medians["ruff check (default rules)"]
-                 if medians.get("ruff check (default rules)") else float("nan"))
-        print(f"| {tree} | {len(files)} | {mentioning} | " + " | ".join(cells) + f" | {ratio:.1f}x |")
+    if version:
+        tools["ruff F821"] = ([ruff, "check", "--no-cache", "--isolated", "--select", "F821", "--exit-zero", "--quiet"], (0,))
+        tools["ruff default"] = ([ruff, "check", "--no-cache", "--isolated", "--exit-zero", "--quiet"], (0,))
+    tools["flake8 F821"] = ([sys.executable, "-m", "flake8", "--isolated", "--select", "F821", "--exit-zero"], (0,))
+
+    print(f"Static speed: median of {args.runs} alternating runs (flake8: {args.flake8_runs}), wall clock; "
+          f"Python {sys.version.split()[0]}, {version or 'ruff not installed'}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f} at the start\n")
+    try:
+        for tree in trees:
+            files = list(tree.rglob("*.py"))
+            mentioning = sum(1 for f in files if b"custom_gradient" in f.read_bytes())
+            shutil.rmtree(cache, ignore_errors=True)
+            subprocess.run(tools["cglint warm"][0] + [str(tree)], env=env, capture_output=True, check=True)  # fill it
+            samples: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
+            outputs: dict[str, set[bytes]] = {name: set() for name in tools}
+            for i in range(args.runs):
+                for name, (cmd, ok) in tools.items():
+                    if name.startswith("flake8") and i >= args.flake8_runs:
+                        continue
+                    seconds, mib, out = timed_run(cmd + [str(tree)], env, ok)
+                    samples[name].append((seconds, mib))
+                    outputs[name].add(out)
+            same = len(outputs["cglint cold"] | outputs["cglint cold -j 1"] | outputs["cglint warm"]) == 1
+            ruff_median = statistics.median(s for s, _ in samples["ruff F821"]) if "ruff F821" in samples else None
+            print(f"**{tree}**: {len(files)} files, {mentioning} mention custom_gradient; cglint's JSON identical "
+                  f"cold, cold -j 1 and warm: {'yes' if same else 'NO'}\n")
+            print("| command | median s | min s | max s | peak MiB (max) | / ruff F821 |")
+            print("| --- | ---: | ---: | ---: | ---: | ---: |")
+            for name, values in samples.items():
+                times = [s for s, _ in values]
+                med = statistics.median(times)
+                ratio = f"{med / ruff_median:.2f}x" if ruff_median else "n/a"
+                print(f"| {name} | {med:.3f} | {min(times):.3f} | {max(times):.3f} | "
+                      f"{max(m for _, m in values):.0f} | {ratio} |")
+            print()
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
     return 0
 
 

@@ -24,6 +24,16 @@ def _positive_seconds(value: str) -> float:
     return seconds
 
 
+def _jobs(value: str) -> int:
+    try:
+        jobs = int(value)
+    except ValueError:
+        jobs = -1
+    if jobs < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of processes (0: automatic), got {value!r}")
+    return jobs
+
+
 def _codes(value: str) -> list[str]:
     return [c.strip() for c in value.split(",") if c.strip()]
 
@@ -63,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for every current finding")
     fix.add_argument("--report-unused-noqa", action="store_true",
                      help="report `# noqa` codes that suppress nothing (CG100; --fix removes them)")
+    speed = p.add_argument_group("cache and parallelism")
+    speed.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    speed.add_argument("--cache-dir", metavar="DIR",
+                       help="where to keep the cache (default: $CGLINT_CACHE_DIR, else .cglint_cache in the project root)")
+    speed.add_argument("--jobs", "-j", type=_jobs, default=0, metavar="N",
+                       help="processes to lint with (default 0: automatic, by the CPUs and the number of files to parse)")
     out = p.add_argument_group("output")
     out.add_argument("--output-format", choices=FORMAT_NAMES, default="text")
     out.add_argument("--output-file", metavar="PATH", help="write the report to PATH (atomically) instead of stdout")
@@ -132,17 +148,18 @@ def _run(argv: list[str] | None) -> int:
     argv = [a.replace("--runtime=", "--runtime-scope=", 1) if a.startswith("--runtime=") else a for a in argv]
     args = build_parser().parse_args(argv)
     from cglint import config, engine, files
-    from cglint.rules import RULES_BY_CODE
 
     if args.explain:
-        from cglint.rules.cg100_unused_noqa import UnusedNoqa
+        from cglint.rules import CODES, OPT_IN, rule as rule_for
 
-        rule = {**RULES_BY_CODE, UnusedNoqa.code: UnusedNoqa}.get(args.explain.strip().upper())
-        if rule is None:
+        code = args.explain.strip().upper()
+        if code not in CODES and code not in OPT_IN:
             return _fail(f"unknown rule code: {args.explain!r} (see --list-rules)")
-        sys.stdout.write(rule.documentation())
+        sys.stdout.write(rule_for(code).documentation())
         return EXIT_CLEAN
     if args.list_rules:
+        from cglint.rules import RULES_BY_CODE
+
         from cglint.rules.cg100_unused_noqa import UnusedNoqa
 
         for rule in [*RULES_BY_CODE.values(), UnusedNoqa]:
@@ -165,7 +182,7 @@ def _run(argv: list[str] | None) -> int:
             select=args.select, ignore=args.ignore, extend_select=args.extend_select, exclude=args.exclude,
             extend_exclude=args.extend_exclude, force_exclude=args.force_exclude or None,
         )
-        settings.rules  # noqa: B018 - validates the selection before any file is read
+        settings.codes  # noqa: B018 - validates the selection before any file is read
         reach.use(settings.tensorflow_aliases)  # this run's configuration, for every file
     except config.ConfigError as exc:
         return _fail(str(exc))
@@ -189,9 +206,33 @@ def _run(argv: list[str] | None) -> int:
     noqa_added = 0
     failed_paths = 0  # unreadable paths and internal errors: reported, the run goes on, exit 2
     shown: list[tuple[str, list[tuple[str, str]]]] = []  # --show-fixes: (path, [(code, name)])
-    for path in files.discover(paths, settings.is_excluded, settings.force_exclude):
+    found = files.discover(paths, settings.is_excluded, settings.force_exclude)
+    from cglint import cache as caching
+
+    if caching.usable_for(fixing=fixing, runtime=bool(args.runtime), add_noqa=args.add_noqa,
+                          output_format=args.output_format, unused_noqa=args.report_unused_noqa):
+        from cglint import batch
+
+        def failed(path: str, exc: Exception) -> None:
+            nonlocal failed_paths
+            if isinstance(exc, engine.InternalError):
+                _fail(f"internal error, please report: {exc}")
+            else:
+                _fail(str(exc) if isinstance(exc, files.ReadError) else f"{path}: {getattr(exc, 'strerror', None) or exc}")
+            failed_paths += 1
+
+        store = None if args.no_cache else caching.Cache(
+            caching.directory_for(settings.root, args.cache_dir), caching.settings_key(settings))
+        results = batch.lint_paths(list(found), settings.codes_for, reduce=reduce, cache=store, jobs=args.jobs,
+                                   on_error=failed)
+        found = iter(())
+    for path in found:
         try:
-            rules = _with_unused_noqa(settings.rules_for(path), args)
+            rules = _with_unused_noqa(settings.codes_for(path), args)
+            if path.endswith(".ipynb"):  # the notebook code takes rule classes
+                from cglint.rules import rules as rule_classes
+
+                rules = rule_classes(rules)
             if fixing:
                 outcome = _fix_one(path, rules, args)
                 if outcome.not_written:
@@ -345,7 +386,6 @@ def _apply_baseline(args, settings, results) -> int | None:
 
 
 def _report(args, settings, results, fixed: int) -> int:
-    from cglint import fix as fixmod
     from cglint.report import Context, render, statistics
 
     done = _apply_baseline(args, settings, results)
@@ -370,6 +410,8 @@ def _report(args, settings, results, fixed: int) -> int:
         text = render(args.output_format, results, Context(root=_sarif_root(settings), fixed=fixed,
                                                           unsafe_fixes=args.unsafe_fixes, runtime=runtime))
     if args.output_file:
+        from cglint import fix as fixmod
+
         try:
             fixmod.write_atomic(args.output_file, text)
         except OSError as exc:
@@ -412,10 +454,14 @@ def _run_stdin(args, settings) -> int:
         if args.fix:
             sys.stdout.write(source)
         return EXIT_CLEAN
-    rules = _with_unused_noqa(settings.rules_for(name) if args.stdin_filename else settings.rules, args)
+    rules = _with_unused_noqa(settings.codes_for(name) if args.stdin_filename else settings.codes, args)
     from cglint import notebook
 
     nb = notebook.is_notebook(name)  # the buffer is a notebook's JSON
+    if nb:
+        from cglint.rules import rules as rule_classes
+
+        rules = rule_classes(rules)
     try:
         if args.fix or args.diff:
             fixer = notebook.fix_text if nb else fix.fix_source

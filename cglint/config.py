@@ -133,32 +133,45 @@ class Settings:
     # ---- questions -----------------------------------------------------------------------
 
     @property
-    def rules(self) -> list:
-        """The rules selected for every file (before per-file-ignores)."""
-        from cglint.rules import ALL_RULES, select_rules
+    def codes(self) -> list[str]:
+        """The codes selected for every file (before per-file-ignores); imports no rule."""
+        from cglint.rules import CODES, select_codes
 
-        chosen = {r.code for r in ALL_RULES}
+        chosen = set(CODES)
         for layer in self.layers:
             if layer.select is not None:
-                chosen = {r.code for r in select_rules(list(layer.select))} if layer.select else set()
+                chosen = set(select_codes(list(layer.select))) if layer.select else set()
             if layer.extend_select:
-                chosen |= {r.code for r in select_rules(list(layer.extend_select))}
+                chosen |= set(select_codes(list(layer.extend_select)))
             if layer.ignore:
-                chosen -= {r.code for r in select_rules(list(layer.ignore))}
-        return [r for r in ALL_RULES if r.code in chosen]
+                chosen -= set(select_codes(list(layer.ignore)))
+        return [c for c in CODES if c in chosen]
 
-    def rules_for(self, path: str | os.PathLike[str]) -> list:
-        """The rules to run on `path`: the selection minus its per-file-ignores."""
-        rules = self.rules
+    def codes_for(self, path: str | os.PathLike[str]) -> list[str]:
+        """The codes to check in `path`: the selection minus its per-file-ignores."""
+        codes = self.codes
         if not self.per_file_ignores:
-            return rules
-        from cglint.rules import select_rules
+            return codes
+        from cglint.rules import select_codes
 
         dropped: set[str] = set()
-        for pattern, codes in self.per_file_ignores.items():
+        for pattern, ignored in self.per_file_ignores.items():
             if _matcher(self.root, (pattern,)).matches(path, is_dir=False, parents=True):
-                dropped |= {r.code for r in select_rules(list(codes))}
-        return [r for r in rules if r.code not in dropped]
+                dropped |= set(select_codes(list(ignored)))
+        return [c for c in codes if c not in dropped]
+
+    @property
+    def rules(self) -> list:
+        """The rule classes selected for every file (before per-file-ignores)."""
+        from cglint.rules import rules
+
+        return rules(self.codes)
+
+    def rules_for(self, path: str | os.PathLike[str]) -> list:
+        """The rule classes to run on `path`: the selection minus its per-file-ignores."""
+        from cglint.rules import rules
+
+        return rules(self.codes_for(path))
 
     def is_excluded(self, path: str | os.PathLike[str], is_dir: bool = False, parents: bool = False) -> bool:
         """Does `exclude`/`extend-exclude` match `path` (and, with `parents`, any directory
@@ -314,12 +327,12 @@ def _strings(value: Any, key: str, where: str) -> tuple[str, ...]:
 
 
 def _codes(value: Any, key: str, where: str) -> tuple[str, ...]:
-    from cglint.rules import UnknownCodeError, select_rules
+    from cglint.rules import UnknownCodeError, select_codes
 
     codes = tuple(c.strip().upper() for c in _strings(list(value) if isinstance(value, tuple) else value, key, where))
     for code in codes:
         try:
-            select_rules([code])
+            select_codes([code])
         except UnknownCodeError:
             place = f"in {key}" if key.startswith("--") else f"in `{key}` in {where}"
             raise ConfigError(f"unknown rule code or prefix: {code!r} ({place}; see --list-rules)") from None

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import libcst as cst
+if TYPE_CHECKING:  # libcst is imported only when a file is parsed (see cglint.rules)
+    import libcst as cst
 
 if TYPE_CHECKING:
     from cglint.model import GradientSite
@@ -60,15 +61,17 @@ class Fix:
         return f"Fix({len(self.edits)} edits, {self.applicability}, {self.description!r})"
 
     def apply(self, module: cst.Module) -> cst.Module:
-        return module.visit(_Replace(dict((id(old), new) for old, new in self.edits)))
+        return module.visit(_replacer(dict((id(old), new) for old, new in self.edits)))
 
 
-class _Replace(cst.CSTTransformer):
-    def __init__(self, by_id: dict[int, cst.CSTNode]) -> None:
-        self.by_id = by_id
+def _replacer(by_id: dict[int, cst.CSTNode]) -> cst.CSTTransformer:
+    import libcst as cst
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
-        return self.by_id.get(id(original), updated)
+    class _Replace(cst.CSTTransformer):
+        def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+            return by_id.get(id(original), updated)
+
+    return _Replace()
 
 
 @dataclass

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable
-
-import libcst as cst
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from cglint import files, noqa, quickscan, reach
 from cglint import source as pysource
-from cglint.diagnostics import Diagnostic, FileResult, Finding
-from cglint.model import ModuleModel
-from cglint.rules import ALL_RULES, Rule
-from cglint.rules.cg000_syntax_error import SyntaxErrorRule
-from cglint.rules.cg100_unused_noqa import UnusedNoqa
+from cglint.diagnostics import Diagnostic, FileResult
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from cglint.diagnostics import Finding
+    from cglint.rules import Rule
+
+# Rules are given as classes or as codes; codes cost nothing until a file needs parsing, so a
+# run over files that never mention `custom_gradient` imports neither libcst nor any rule.
+Rules = Iterable[Union["type[Rule]", str]]
 
 
 class InternalError(RuntimeError):
@@ -21,7 +25,7 @@ class InternalError(RuntimeError):
 
 
 def lint_source(
-    source: str, path: str, rules: Iterable[type[Rule]] = ALL_RULES, prefilter: bool = True, reduce: bool = False,
+    source: str, path: str, rules: Rules | None = None, prefilter: bool = True, reduce: bool = False,
     apply_noqa: bool = True, tensorflow_aliases: tuple[str, ...] | None = None,
 ) -> FileResult:
     """Lint one module. `prefilter` skips modules no rule can fire on (text test, then Python's
@@ -29,9 +33,9 @@ def lint_source(
     same positions) and then leaves `FileResult.module` unset, since fixes need the full tree.
     `apply_noqa=False` keeps what line `# noqa` comments suppress, for hosts that apply their
     own (flake8)."""
-    rules = list(rules)
     # --report-unused-noqa judges every `# noqa` comment: such files are parsed in full.
-    unused_noqa = apply_noqa and UnusedNoqa in rules and noqa.mentions_noqa(source)
+    unused_noqa = apply_noqa and rules is not None and any(
+        getattr(r, "code", r) == "CG100" for r in rules) and noqa.mentions_noqa(source)
     if unused_noqa:
         prefilter = reduce = False
     if prefilter and not files.may_hold_site(source):
@@ -39,9 +43,11 @@ def lint_source(
     # Python's parser decides what is a syntax error, and guards libcst against nesting that
     # crashes it (cglint.source).
     tree, python_error = pysource.parse(source)
+    from cglint.rules import CODES, rules as rule_classes
+
     if python_error is not None and python_error.nesting:
-        return _syntax_error(path, source, rules, python_error.line, python_error.column,
-                             f"cannot parse: {python_error.message}", apply_noqa)
+        return _syntax_error(path, source, rule_classes(CODES if rules is None else rules), python_error.line,
+                             python_error.column, f"cannot parse: {python_error.message}", apply_noqa)
     text = pysource.analysis_text(source, tree) if tree is not None else source
     reduced = False
     aliases = reach.tensorflow_aliases(path) if tensorflow_aliases is None else tensorflow_aliases
@@ -51,12 +57,14 @@ def lint_source(
             return FileResult(path, source, [], parsed=False)
         if reduce and scan is not None:
             text, reduced = scan.reduced, True
+    rules = rule_classes(CODES if rules is None else rules)
     module, problem, text = _parse_libcst(text, tree is not None)
     if module is None:
-        if python_error is not None:  # libcst's position is usually the more precise one
-            line, column, message = problem if problem is not None else (
-                python_error.line, python_error.column, f"cannot parse: {python_error.message}")
-            return _syntax_error(path, source, rules, line, column, message, apply_noqa)
+        if python_error is not None:
+            # Python's parser says where the error is and what it is, as `python file.py` would
+            # (an unclosed `(` on the line of the `(`); message and range name the same place.
+            return _syntax_error(path, source, rules, python_error.line, python_error.column,
+                                 f"cannot parse: {python_error.message}", apply_noqa)
         # Python compiles the file but libcst cannot parse it: not the user's syntax error.
         reason = problem[2] if problem is not None else "libcst cannot parse it"
         return FileResult(path, source, [], parsed=False,
@@ -65,13 +73,34 @@ def lint_source(
     if not reduced and (text != source or "\x0c" in source or source.startswith("\ufeff")):
         # libcst drops a leading BOM and form feeds in indentation: fixes map back (cglint.fix)
         pysource.remember(module, source, text)
+    return analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=not reduced,
+                   unused_noqa=unused_noqa, aliases=aliases,
+                   statement_lines=pysource.statement_lines(tree, text) if tree is not None else None)
+
+
+def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = True, full_tree: bool = True,
+            positions: Callable[[list], Any] | None = None, unused_noqa: bool = False,
+            aliases: tuple[str, ...] = (), statement_lines: list[tuple[int, int]] | None = None) -> FileResult:
+    """A parsed module -> model -> rules -> positions -> noqa. `positions(nodes)` gives each
+    finding node its CodeRange (by default the model's position pass over `module`, paid only
+    when there are findings; the language server passes positions it computed per statement).
+    `full_tree`: `module` is all of `source` (fixes can be applied to it); `aliases`: modules
+    configured as re-exports of TensorFlow; `statement_lines`: where each of `module`'s top-level
+    statements starts and ends (Python's parse), so positions cost a pass over only the
+    statements holding findings."""
+    from cglint.model import ModuleModel
+    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
     try:
         model = ModuleModel(module, aliases)
         findings: list[tuple[type[Rule], Finding]] = []
         for rule in rules:
             findings.extend((rule, f) for f in rule().check(model))
-        # Positions cost a codegen pass over the module: only paid when there is something to say.
-        positions = model.positions if findings else {}
+        where_is: Any = {}
+        if findings:
+            # Positions cost a codegen pass over the module: only paid when there is something to say.
+            where_is = (model.positions_of([f for _, f in findings], statement_lines) if positions is None
+                        else positions([f.node for _, f in findings]))
     except RecursionError:
         # Pathological nesting (thousands of operators) exhausts the walk: say so for this file
         # and go on with the others.
@@ -84,7 +113,7 @@ def lint_source(
     if findings:
         seen = set()
         for rule, finding in findings:
-            where = positions[finding.node]
+            where = where_is[finding.node]
             key = (rule.code, where.start.line, where.start.column, finding.message)
             if key in seen:
                 continue
@@ -98,11 +127,13 @@ def lint_source(
         from cglint.rules import cg100_unused_noqa
 
         kept = _sorted(kept + cg100_unused_noqa.diagnostics(path, source, module, diags, rules))
-    return FileResult(path, source, kept, parsed=True, module=None if reduced else module, model=model,
+    return FileResult(path, source, kept, parsed=True, module=module if full_tree else None, model=model,
                       warnings=warnings)
 
 
 def _parse_libcst(text: str, python_accepts: bool) -> tuple[cst.Module | None, tuple[int, int, str] | None, str]:
+    import libcst as cst
+
     """libcst's parse, or (None, (line, column, message)), and the text parsed. A file Python accepts may still trip
     libcst's tokenizer on tab/space indentation that Python accepts (it compares indentation
     with tabs as 8 columns and as 1): retried with each indenting tab as one space, which keeps
@@ -129,6 +160,8 @@ _INDENT_TABS = re.compile(r"(?m)^[ \t\f]*\t[ \t\f]*")
 
 def _syntax_error(path: str, source: str, rules: list[type[Rule]], line: int, column: int, message: str,
                   apply_noqa: bool) -> FileResult:
+    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
     diags = []
     if SyntaxErrorRule in rules:
         diags.append(_diagnostic(path, SyntaxErrorRule, line, column, line, column + 1, message))
@@ -136,17 +169,21 @@ def _syntax_error(path: str, source: str, rules: list[type[Rule]], line: int, co
     return FileResult(path, source, kept, parsed=False, warnings=warnings)
 
 
-def lint_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, reduce: bool = False) -> FileResult:
+def lint_file(path: str, rules: Rules | None = None, reduce: bool = False) -> FileResult:
     """Lint a file on disk. Raises files.ReadError (naming the path) when it cannot be read as a
     file; content cglint cannot take (undecodable, too large) is a CG000 "cannot read"."""
     if path.endswith(".ipynb"):  # a notebook: its code cells as one module (cglint.notebook)
         from cglint import notebook
+        from cglint.rules import CODES, rules as rule_classes
 
-        return notebook.lint_file(path, rules, reduce=reduce)
+        return notebook.lint_file(path, rule_classes(CODES if rules is None else rules), reduce=reduce)
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:
-        rules = list(rules)
+        from cglint.rules import CODES, rules as rule_classes
+        from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
+        rules = rule_classes(CODES if rules is None else rules)
         diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")] if SyntaxErrorRule in rules else []
         return FileResult(path, "", diags, parsed=False)
     return lint_source(source, path, rules, reduce=reduce)
@@ -158,9 +195,9 @@ def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int,
 
 
 def _unsuppressed(diags: list[Diagnostic], source: str) -> tuple[list[Diagnostic], list[str]]:
-    from cglint.rules import RULES_BY_CODE
+    from cglint.rules import CODES, OPT_IN
 
-    return noqa.apply(diags, source, {*RULES_BY_CODE, UnusedNoqa.code})
+    return noqa.apply(diags, source, {*CODES, *OPT_IN})
 
 
 def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:

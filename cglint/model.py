@@ -13,31 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Iterator, Union
+from typing import Any, Iterator, Union
 
 import libcst as cst
 
+from cglint.cstwalk import Walker
+
+# Shared with the quick scan, which runs before (and often instead of) libcst.
+from cglint.names import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT, alias_to_tensorflow, normalize  # noqa: F401
+
 FunctionNode = Union[cst.FunctionDef, cst.Lambda]
 
-# Qualified names, after import resolution, that are TensorFlow's custom_gradient. Keras 3's
-# keras.ops.custom_gradient, jax.custom_gradient, TFP's and Mesh-TF's have other contracts.
-TF_CUSTOM_GRADIENT = frozenset(
-    {
-        "tensorflow.custom_gradient",
-        "tensorflow.python.ops.custom_gradient.custom_gradient",
-    }
-)
-# Keras 3's custom_gradient: on the TensorFlow backend it is `tf.custom_gradient(f=fun)`
-# (keras/src/backend/tensorflow/core.py), its grad fns written `grad(*args, upstream=None)`.
-# Its sites are checked by the rules whose TensorFlow behaviour applies (`rules/_keras_ops.py`).
-KERAS_CUSTOM_GRADIENT = frozenset(
-    {
-        "keras.ops.custom_gradient",
-        "keras.src.ops.custom_gradient",
-        "keras.src.ops.core.custom_gradient",
-        "tensorflow.keras.ops.custom_gradient",
-    }
-)
 TF_FUNCTION = frozenset(
     {
         "tensorflow.function",
@@ -95,16 +81,6 @@ _OP_NAMESPACES = (
 )
 # Spellings of the same op under another name.
 _OP_ALIASES = {"exponential": "exp", "math.log1p": "log1p"}
-
-
-def normalize(qualname: str | None) -> str | None:
-    """`tensorflow.compat.v1.x` and `tensorflow.compat.v2.x` are `tensorflow.x`."""
-    if qualname is None:
-        return None
-    for prefix in ("tensorflow.compat.v1.", "tensorflow.compat.v2."):
-        if qualname.startswith(prefix):
-            return "tensorflow." + qualname[len(prefix) :]
-    return qualname
 
 
 def tf_op_name(qualname: str | None) -> str | None:
@@ -417,7 +393,7 @@ class ModuleModel:
     def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = ()) -> None:
         self.module = module
         collector = _Collector(self)
-        module.visit(collector)
+        collector.walk(module)
         self.imports: dict[str, str] = reach_imports(collector.imports, tensorflow_aliases, collector.root)
         self.root: Scope = collector.root
         self.scope_of: dict[cst.CSTNode, Scope] = collector.scope_of
@@ -431,6 +407,8 @@ class ModuleModel:
         self._read_seq: dict[int, int] = collector.read_seq
         # id(`self.x` node) -> the attribute read from it, when it is `self.x.<attr>`.
         self._attribute_of: dict[int, str] = collector.attribute_of
+        # id(def, lambda, call or def name) -> index of the top-level statement holding it.
+        self._top_of: dict[int, int] = collector.top_of
         self.sites: list[GradientSite] = self._find_sites()
 
     @property
@@ -441,7 +419,7 @@ class ModuleModel:
         """Names an expression reads (attribute and keyword names are not reads). Names under
         an attribute in `skip_attrs` are left out: `x.shape` with `{"shape"}` reads nothing."""
         finder = _ReadsIn(skip_attrs)
-        expr.visit(finder)
+        finder.walk(expr)
         return finder.names
 
     # ---- name resolution -----------------------------------------------------------------
@@ -944,6 +922,42 @@ class ModuleModel:
             self.__dict__["_positions"] = positions
         return positions
 
+    def positions_of(self, findings: list, lines: list[tuple[int, int]] | None) -> Any:
+        """CodeRanges for the findings' nodes, from a codegen pass over only the top-level
+        statements that hold them (a 6,000-site module spends more in the whole-module pass than
+        in every rule together). `lines`: each top-level statement's first and last line, from
+        Python's parse. Where anything does not line up (a node the model cannot place, a
+        statement whose length disagrees) it is the whole-module pass: never a wrong position."""
+        if lines is None or "_positions" in self.__dict__ or len(lines) != len(self.module.body):
+            return self.positions
+        body = self.module.body
+        wanted: set[int] = set()
+        for f in findings:
+            top = self._top_of.get(id(f.node))
+            if top is None and f.site is not None:
+                top = self._top_of.get(id(f.site.forward))
+            if top is None:
+                return self.positions
+            wanted.add(top)
+
+        def start(i: int) -> int:  # the first line of statement i's code: its own leading lines
+            return lines[i][0] - len(getattr(body[i], "leading_lines", ()))
+
+        from libcst.metadata.position_provider import PositionProvider, PositionProvidingCodegenState
+
+        provider = PositionProvider()
+        for i in sorted(wanted):
+            state = PositionProvidingCodegenState(default_indent=self.module.default_indent,
+                                                  default_newline=self.module.default_newline, provider=provider)
+            state.line = start(i)
+            body[i]._codegen(state)
+            if i + 1 < len(body) and state.line != start(i + 1):
+                return self.positions
+        computed = provider._computed
+        if any(f.node not in computed for f in findings):
+            return self.positions
+        return computed
+
     def names_in_use(self) -> set[str]:
         """Every name bound, read or imported anywhere in the module: a fixer introducing a
         name picks one outside this set, so it can shadow nothing. (Computed once: linting never
@@ -1298,15 +1312,6 @@ class ModuleModel:
 # ---- reach: where TensorFlow comes from ------------------------------------------------------
 
 
-def alias_to_tensorflow(dotted: str, aliases: tuple[str, ...]) -> str:
-    """`lingvo.compat.custom_gradient` -> `tensorflow.custom_gradient` for a module configured
-    as a re-export of TensorFlow (`[tool.cglint] tensorflow-aliases = ["lingvo.compat"]`)."""
-    for alias in aliases:
-        if dotted == alias or dotted.startswith(alias + "."):
-            return "tensorflow" + dotted[len(alias):]
-    return dotted
-
-
 def reach_imports(imports: dict[str, str], aliases: tuple[str, ...], root: Scope) -> dict[str, str]:
     """The module's imports as TensorFlow sees them: configured re-exports of TensorFlow are
     TensorFlow; a `tf` the module reads but never binds or imports is TensorFlow (a snippet, a
@@ -1348,7 +1353,7 @@ _LIST_TAKERS = frozenset({"len", "zip", "enumerate", "list", "tuple", "sum", "ma
                           "flatten", "map_structure", "pack_sequence_as", "unstack_sequence"})
 
 
-class _StructureUse(cst.CSTVisitor):
+class _StructureUse(Walker):
     """Names (of a site's inputs) that its forward or grad fns take apart as a structure."""
 
     def __init__(self, names: set[str]) -> None:
@@ -1360,7 +1365,7 @@ class _StructureUse(cst.CSTVisitor):
         cache = model.__dict__.setdefault("_structure_use", {})
         if id(site) not in cache:
             visitor = cls(set(site.inputs))
-            site.forward.body.visit(visitor)
+            visitor.walk(site.forward.body)
             cache[id(site)] = visitor.found
         return cache[id(site)]
 
@@ -1535,7 +1540,7 @@ def _return_values(fn: FunctionNode, scope: Scope) -> Iterator[cst.BaseExpressio
             yield value
 
 
-class _Collector(cst.CSTVisitor):
+class _Collector(Walker):
     """The single walk: scopes, bindings, reads, calls, returns, imports, decorated defs."""
 
     def __init__(self, model: ModuleModel) -> None:
@@ -1552,6 +1557,8 @@ class _Collector(cst.CSTVisitor):
         self.attribute_of: dict[int, str] = {}
         # Per open scope: how many if/loop/try blocks deep the walk is inside it.
         self.depth: list[int] = [0]
+        self.top = 0  # the top-level statement being walked
+        self.top_of: dict[int, int] = {}
 
     def _bind(self, name: str, value: Binding, sure: bool | None = None) -> None:
         self.seq += 1
@@ -1570,9 +1577,13 @@ class _Collector(cst.CSTVisitor):
     def scope(self) -> Scope:
         return self.stack[-1]
 
-    def visit_Module(self, node: cst.Module) -> None:
+    def visit_Module(self, node: cst.Module) -> bool:
         self.root.node = node
         self.scope_of[node] = self.root
+        for i, stmt in enumerate(node.body):
+            self.top = i
+            self.walk(stmt)
+        return False
 
     # -- imports
     def visit_Import(self, node: cst.Import) -> bool:
@@ -1618,16 +1629,18 @@ class _Collector(cst.CSTVisitor):
             scope.bind(p.name.value, Param(p), self.seq, True)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.top_of[id(node)] = self.top_of[id(node.name)] = self.top
         self._bind(node.name.value, node)
         if node.decorators:
             self.defs.append((node, self.scope))
         # Decorators and defaults belong to the enclosing scope.
         for dec in node.decorators:
-            dec.visit(self)
+            self.walk(dec)
         self._function_body(node)
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
+        self.top_of[id(node)] = self.top
         if isinstance(node.body, cst.Call):
             self.forwarded.add(id(node.body))
         self._function_body(node)
@@ -1638,17 +1651,17 @@ class _Collector(cst.CSTVisitor):
         _visit_defaults(node.params, self)
         scope = self._push(node)
         self._bind_params(scope, node.params)
-        node.body.visit(self)
+        self.walk(node.body)
         self._pop()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self._bind(node.name.value, node)
         for dec in node.decorators:
-            dec.visit(self)
+            self.walk(dec)
         for base in node.bases:
-            base.visit(self)
+            self.walk(base)
         self._push(node)
-        node.body.visit(self)
+        self.walk(node.body)
         self._pop()
         return False
 
@@ -1673,53 +1686,53 @@ class _Collector(cst.CSTVisitor):
             cls = self.scope.enclosing_class()
             if cls is not None:
                 cls.attributes.setdefault(target.attr.value, []).append(value)
-            target.value.visit(self)
+            self.walk(target.value)
         else:
-            target.visit(self)
+            self.walk(target)
 
     def visit_Assign(self, node: cst.Assign) -> bool:
         if isinstance(node.value, cst.Call) and any(isinstance(t.target, (cst.Tuple, cst.List)) for t in node.targets):
             self.forwarded.add(id(node.value))
-        node.value.visit(self)
+        self.walk(node.value)
         for t in node.targets:
             self._bind_target(t.target, node.value)
         return False
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
         if node.value is not None:
-            node.value.visit(self)
+            self.walk(node.value)
         self._bind_target(node.target, node.value)
         return False
 
     def visit_AugAssign(self, node: cst.AugAssign) -> bool:
-        node.value.visit(self)
-        node.target.visit(self)  # an augmented target is read as well
+        self.walk(node.value)
+        self.walk(node.target)  # an augmented target is read as well
         if isinstance(node.target, cst.Name):
             self._bind(node.target.value, None)
         return False
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
-        node.value.visit(self)
+        self.walk(node.value)
         self._bind_target(node.target, node.value)
         return False
 
     def visit_For(self, node: cst.For) -> bool:
-        node.iter.visit(self)
+        self.walk(node.iter)
         self._bind_target(node.target, None, sure=False)  # the loop may not run
         self.depth[-1] += 1
-        node.body.visit(self)
+        self.walk(node.body)
         if node.orelse is not None:
-            node.orelse.visit(self)
+            self.walk(node.orelse)
         self.depth[-1] -= 1
         return False
 
     def visit_CompFor(self, node: cst.CompFor) -> bool:
-        node.iter.visit(self)
+        self.walk(node.iter)
         self._bind_target(node.target, None, sure=False)  # the comprehension's own name
         for cond in node.ifs:
-            cond.visit(self)
+            self.walk(cond)
         if node.inner_for_in is not None:
-            node.inner_for_in.visit(self)
+            self.walk(node.inner_for_in)
         return False
 
     def visit_AsName(self, node: cst.AsName) -> bool:
@@ -1743,14 +1756,15 @@ class _Collector(cst.CSTVisitor):
             self.scope.attribute_reads.append(node)
         elif isinstance(node.value, cst.Attribute) and _is_self(node.value.value):
             self.attribute_of[id(node.value)] = node.attr.value  # `self.dense.kernel`: "kernel"
-        node.value.visit(self)  # the attribute name itself is not a read
+        self.walk(node.value)  # the attribute name itself is not a read
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)  # a keyword's name is not a read
+        self.walk(node.value)  # a keyword's name is not a read
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
+        self.top_of[id(node)] = self.top
         self.scope.calls.append(node)
         self.calls.append((node, self.scope))
 
@@ -1770,7 +1784,7 @@ class _Collector(cst.CSTVisitor):
             self.forwarded.add(id(node.value))
 
 
-class _ReadsIn(cst.CSTVisitor):
+class _ReadsIn(Walker):
     """Names read inside one expression (see `ModuleModel.reads_in`)."""
 
     def __init__(self, skip_attrs: frozenset[str]) -> None:
@@ -1782,18 +1796,18 @@ class _ReadsIn(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if node.attr.value not in self.skip_attrs:
-            node.value.visit(self)
+            self.walk(node.value)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        self.walk(node.value)
         return False
 
 
-def _visit_defaults(params: cst.Parameters, visitor: cst.CSTVisitor) -> None:
+def _visit_defaults(params: cst.Parameters, visitor: Walker) -> None:
     for p in [*params.posonly_params, *params.params, *params.kwonly_params]:
         if p.default is not None:
-            p.default.visit(visitor)
+            visitor.walk(p.default)
 
 
 def _dotted(node: cst.CSTNode) -> str:

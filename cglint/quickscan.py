@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from cglint import source as pysource
-from cglint.model import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT, alias_to_tensorflow, normalize
+from cglint.names import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT, alias_to_tensorflow, normalize
 
 # The wrappers that make a site: TensorFlow's, and Keras 3's (tf.custom_gradient on its TF backend).
 _WRAPPERS = TF_CUSTOM_GRADIENT | KERAS_CUSTOM_GRADIENT
@@ -35,6 +35,7 @@ class Scan:
     relevant: bool  # can any rule fire on this module?
     reduced: str  # the source with irrelevant top-level statements blanked
     needles: set[str] = field(default_factory=set)
+    tree: ast.Module | None = field(default=None, repr=False)  # Python's parse (the language server splits by it)
 
 
 def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module | None = None) -> Scan | None:
@@ -74,7 +75,7 @@ def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module
                 needles.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
     if not sites and not needles:
         return Scan(False, source)
-    return Scan(True, _reduce(source, tree, needles), needles)
+    return Scan(True, _reduce(source, tree, needles), needles, tree)
 
 
 # Text that marks a class member as worth keeping besides the needles: the model reads a Keras

@@ -156,6 +156,22 @@ def _too_deep(text: str) -> bool:
     return False
 
 
+def statement_lines(tree: ast.Module, text: str) -> list[tuple[int, int]]:
+    """The first and last line of each top-level statement of `text` as libcst groups them:
+    statements sharing a line (`a = 1; b = 2`) are one; statements the quick scan blanked out
+    of `text` are none."""
+    lines = split_lines(text)
+    spans: list[list[int]] = []
+    for stmt in tree.body:
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        last = stmt.end_lineno or stmt.lineno
+        if spans and first <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], last)
+        else:
+            spans.append([first, last])
+    return [(first, last) for first, last in spans if any(line.strip() for line in lines[first - 1 : last])]
+
+
 def _nul_line(text: str) -> int:
     at = text.find("\0")
     return line_col(text, at)[0] if at >= 0 else 1

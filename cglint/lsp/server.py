@@ -2,11 +2,16 @@
 
 What the editor gets:
 - diagnostics for the buffer's text (not the file on disk): pushed on open, save and change
-  (debounced; a newer edit supersedes a pending or running lint), or pulled with
-  `textDocument/diagnostic` when the client supports it (then nothing is pushed);
+  (no server-side debounce by default; a newer edit supersedes a queued lint and stops a
+  running one), or pulled with `textDocument/diagnostic` when the client supports it (then
+  nothing is pushed; a cancelled pull's lint still lands in the cache). Each lint re-parses
+  only the statements an edit changed (`cglint.lsp.incremental`);
 - code actions: a rule's fix as a quick fix (preferred when safe), "suppress with
   `# noqa: CGxxx`" (merged into an existing noqa comment), and `source.fixAll.cglint`;
-- hover on a code in a `# noqa:` comment: the rule's documentation.
+- hover on a code in a `# noqa:` comment: the rule's documentation;
+- an edited pyproject.toml re-lints the open buffers: watched by the client where it can
+  (dynamic registration), else polled; pull clients get `workspace/diagnostic/refresh`, or a
+  push when they cannot be refreshed.
 
 Positions cross `text.LineIndex` (code points <-> the negotiated encoding). Rules come from
 `_workspace_rules`, fixes for "fix all" from `_fix_all`: the one place each for configuration
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +43,14 @@ from cglint.rules import RULES_BY_CODE, Rule, select_rules
 
 log = logging.getLogger("cglint.lsp")
 
-DEBOUNCE_SECONDS = 0.15
+# Push mode: how long a change waits for the next one before it is linted. 0 by default: the
+# client already waits between keystrokes (Neovim 150 ms, `debounce_text_changes`), so a
+# server-side wait would only add to it; a change arriving while a lint runs waits for that
+# lint and supersedes any change queued before it, so lints never pile up. Set with
+# `initializationOptions: {"debounceMs": N}` or `cglint lsp --debounce-ms N`.
+DEBOUNCE_SECONDS = 0.0
+# Clients that cannot watch files for the server (Neovim on Linux) get pyproject.toml polled.
+CONFIG_POLL_SECONDS = 1.0
 FIX_ALL_KIND = "source.fixAll.cglint"
 CONFIG_FILES = ("pyproject.toml",)
 _SEVERITY = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
@@ -124,6 +137,7 @@ class Lint:
     result_id: str
     full: FileResult | None = None  # the same lint on the full tree, made when a fix is applied
     fixed: dict[int, str | None] = field(default_factory=dict)  # fixed_text's answers
+    incremental: Any = None  # cglint.lsp.incremental.Lint: the statements, for fixes
 
     def fixed_text(self, index: int) -> str | None:
         """The text with diagnostic `index`'s fix applied (runs on the lint thread), or None
@@ -135,6 +149,10 @@ class Lint:
         return self.fixed[index]
 
     def _fixed_text(self, index: int) -> str | None:
+        # The statement the fix edits is applied alone and spliced in (cglint.lsp.incremental);
+        # whatever that cannot do is fixed on the full tree, as `cglint --fix` does.
+        if self.incremental is not None:
+            return self.incremental.fixed_text(self.result.diagnostics[index], self.rules)
         d = self.result.diagnostics[index]
         if self.full is None:
             self.full = engine.lint_source(self.text, self.result.path, self.rules)
@@ -154,6 +172,10 @@ class Buffer:
     lint: Lint | None = None
     published: tuple[int | None, str] | None = None  # (version, result_id) last pushed
     pending: asyncio.Task | None = field(default=None, repr=False)
+    # The lint running or queued for (text, config key): requests for the same text share it,
+    # and a cancelled request leaves it to finish into `lint` instead of linting again.
+    inflight: tuple[str, Any, asyncio.Future] | None = field(default=None, repr=False)
+    pushed_in_pull: bool = False  # pull mode, but diagnostics were pushed (config change)
 
 
 class _Protocol(LanguageServerProtocol):
@@ -185,6 +207,12 @@ class CglintServer(LanguageServer):
         # One lint at a time: runs queue up behind each other and a superseded one is
         # dropped before it starts (see _lint_now).
         self.linter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cglint-lint")
+        # Fixes (a quick fix's edit, fix all) run on their own thread: a lint never waits behind one.
+        self.fixer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cglint-fix")
+        self.debounce = DEBOUNCE_SECONDS
+        self.watch_registration = False  # the client can watch files for us
+        self._config_seen: dict[str, Any] = {}
+        self._poller: asyncio.Task | None = None
         self.encoding = txt.UTF16
         self.pull = False
         self.refresh_support = False
@@ -192,6 +220,10 @@ class CglintServer(LanguageServer):
         self.resolve_edits = False
         self._rules: dict[Any, list[type[Rule]]] = {}
         self._generation = 0
+        self.lints = 0  # lints that ran to completion (tests: cancelled work is not redone)
+        from cglint.lsp.incremental import Analysis
+
+        self.analysis = Analysis()
 
     # -- linting ------------------------------------------------------------------------
 
@@ -208,35 +240,55 @@ class CglintServer(LanguageServer):
         return self._rules[key]
 
     def _lint_now(self, buffer: Buffer, text: str, key: Any, rules: list[type[Rule]]) -> Lint | None:
-        """Runs on the lint thread. None when the buffer moved on meanwhile or the lint failed
-        (logged; nothing is published for it)."""
-        if self.buffers.get(buffer.uri) is not buffer or buffer.text is not text:
+        """Runs on the lint thread. None when the buffer moved on meanwhile (before or during
+        the lint: superseded work stops) or the lint failed (logged; nothing is published)."""
+
+        def superseded() -> bool:
+            return self.buffers.get(buffer.uri) is not buffer or buffer.text is not text
+
+        if superseded():
             return None
         try:
             path = buffer.path or buffer.uri
-            # `reduce`: libcst parses only the statements that can matter (same findings and
-            # positions, a fraction of the time on a large module); fixes lint the full tree.
-            result = engine.lint_source(text, path, rules, reduce=True)
+            started = time.perf_counter()
+            # What `engine.lint_source(text, path, rules, reduce=True)` gives, re-parsing only
+            # the statements this edit changed (cglint.lsp.incremental).
+            previous = buffer.lint.incremental if buffer.lint is not None else None
+            incremental = self.analysis.lint(text, path, rules, superseded, previous)
+            if incremental is None:
+                log.debug("lint of %s v%s superseded", buffer.uri, buffer.version)
+                return None
+            result = incremental.result
             index = txt.LineIndex(text)
             diagnostics = [self.to_lsp(d, index) for d in result.diagnostics]
         except Exception:
             log.exception("lint failed for %s", buffer.uri)
             return None
         self._generation += 1
-        return Lint(text, key, rules, result, diagnostics, f"{self._generation}")
+        self.lints += 1
+        lint = Lint(text, key, rules, result, diagnostics, f"{self._generation}", incremental=incremental)
+        if buffer.text is text:
+            buffer.lint = lint  # kept even when the request that asked for it was cancelled
+        log.debug("linted %s in %.1f ms", buffer.uri, (time.perf_counter() - started) * 1000)
+        return lint
 
     async def current_lint(self, buffer: Buffer) -> Lint | None:
-        """The lint of the buffer's current text, from the cache when nothing changed."""
+        """The lint of the buffer's current text: cached when nothing changed, shared with a
+        lint of the same text already running."""
         text, key = buffer.text, _config_key(buffer.path)
         cached = buffer.lint
         if cached is not None and cached.text is text and cached.key == key:
             return cached
-        rules = self.rules_for(buffer.path)  # here, not on the lint thread: it may message the client
-        loop = asyncio.get_running_loop()
-        lint = await loop.run_in_executor(self.linter, self._lint_now, buffer, text, key, rules)
-        if lint is not None and buffer.text is text:
-            buffer.lint = lint
-        return lint
+        running = buffer.inflight
+        if running is not None and running[0] is text and running[1] == key and not running[2].done():
+            future = running[2]
+        else:
+            rules = self.rules_for(buffer.path)  # here, not on the lint thread: it may message the client
+            future = asyncio.get_running_loop().run_in_executor(self.linter, self._lint_now, buffer, text, key, rules)
+            buffer.inflight = (text, key, future)
+        # Shielded: a cancelled request ($/cancelRequest, or a newer edit in push mode) stops
+        # waiting, the lint itself finishes or notices it is superseded.
+        return await asyncio.shield(future)
 
     def to_lsp(self, d: Diagnostic, index: txt.LineIndex) -> lsp.Diagnostic:
         start = index.from_cglint(d.line, d.column, self.encoding)
@@ -253,9 +305,10 @@ class CglintServer(LanguageServer):
 
     # -- push -------------------------------------------------------------------------------
 
-    def schedule(self, buffer: Buffer, delay: float) -> None:
-        """Lint and push after `delay`, replacing any lint still pending for the buffer."""
-        if self.pull:
+    def schedule(self, buffer: Buffer, delay: float, force: bool = False) -> None:
+        """Lint and push after `delay`, replacing any lint still pending for the buffer
+        (`force`: push in pull mode too)."""
+        if self.pull and not force:
             return
         if buffer.pending is not None:
             buffer.pending.cancel()
@@ -280,13 +333,34 @@ class CglintServer(LanguageServer):
             log.exception("publishing diagnostics failed for %s", buffer.uri)
 
     def config_changed(self) -> None:
+        """A pyproject.toml changed: every open buffer's diagnostics may have. Pull clients are
+        asked to pull again where they can be (`workspace/diagnostic/refresh`); to the others
+        the new diagnostics are pushed (and cleared on their next pull, so nothing shows twice)."""
         self._rules.clear()
-        if self.pull:
-            if self.refresh_support:
-                self.workspace_diagnostic_refresh(None)
-        else:
-            for buffer in self.buffers.values():
-                self.schedule(buffer, 0)
+        self._config_seen = {uri: _config_key(b.path) for uri, b in self.buffers.items()}
+        if self.pull and self.refresh_support:
+            self.workspace_diagnostic_refresh(None)
+            return
+        for buffer in self.buffers.values():
+            if self.pull:
+                buffer.pushed_in_pull = True
+            self.schedule(buffer, 0, force=True)
+
+    async def poll_config(self) -> None:
+        """For clients that cannot watch files: notice an edited pyproject.toml by its mtime."""
+        while True:
+            await asyncio.sleep(CONFIG_POLL_SECONDS)
+            try:
+                changed = False
+                for uri, buffer in list(self.buffers.items()):
+                    key = _config_key(buffer.path)
+                    if self._config_seen.setdefault(uri, key) != key:
+                        changed = True
+                if changed:
+                    log.info("configuration changed; linting the open buffers again")
+                    self.config_changed()
+            except Exception:
+                log.exception("watching the configuration failed")
 
     # -- code actions -------------------------------------------------------------------
 
@@ -332,7 +406,7 @@ class CglintServer(LanguageServer):
     async def fix_edit(self, buffer: Buffer, lint: Lint, index: int) -> lsp.WorkspaceEdit | None:
         loop = asyncio.get_running_loop()
         try:
-            fixed = await loop.run_in_executor(self.linter, lint.fixed_text, index)
+            fixed = await loop.run_in_executor(self.fixer, lint.fixed_text, index)
         except Exception:
             log.exception("fix for %s failed", lint.result.diagnostics[index].code)
             return None
@@ -340,7 +414,15 @@ class CglintServer(LanguageServer):
 
     def suppress(self, buffer: Buffer, lint: Lint, index: int) -> lsp.CodeAction | None:
         d, diag = lint.result.diagnostics[index], lint.diagnostics[index]
-        where = txt.noqa_edit(lint.text, d.line, d.code)
+        # Where a comment can go needs the tokenizer: over the line's top-level statement, not
+        # the whole buffer (a statement starts with no string or bracket open, so its tokens are
+        # those of the whole file there).
+        source, line = lint.text, d.line
+        for chunk in getattr(lint.incremental, "chunks", None) or ():
+            if chunk.first_line <= line < chunk.first_line + chunk.lines:
+                source, line = chunk.text, line - chunk.first_line + 1
+                break
+        where = txt.noqa_edit(source, line, d.code)
         if where is None:
             return None
         start, end, insert = where
@@ -356,7 +438,7 @@ class CglintServer(LanguageServer):
         text, rules = buffer.text, self.rules_for(buffer.path)
         loop = asyncio.get_running_loop()
         try:
-            fixed = await loop.run_in_executor(self.linter, _fix_all, text, buffer.path or buffer.uri, rules)
+            fixed = await loop.run_in_executor(self.fixer, _fix_all, text, buffer.path or buffer.uri, rules)
         except Exception:
             log.exception("fix all failed for %s", buffer.uri)
             return None
@@ -370,6 +452,11 @@ def _wanted(kind: str, only: Sequence[str] | None) -> bool:
     if only is None:
         return True
     return any(not k or kind == k or kind.startswith(k + ".") for k in only)
+
+
+def _identity(d: lsp.Diagnostic) -> tuple:
+    r = d.range
+    return (str(d.code), r.start.line, r.start.character, r.end.line, r.end.character, d.message)
 
 
 def _overlaps(a: lsp.Range, b: lsp.Range) -> bool:
@@ -397,6 +484,12 @@ def build_server() -> CglintServer:
                                    and workspace.workspace_edit.document_changes)
         resolve = text_caps and text_caps.code_action and text_caps.code_action.resolve_support
         ls.resolve_edits = bool(resolve and "edit" in resolve.properties)
+        watched = workspace and workspace.did_change_watched_files
+        ls.watch_registration = bool(watched and watched.dynamic_registration)
+        options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
+        debounce = options.get("debounceMs")
+        if isinstance(debounce, (int, float)) and not isinstance(debounce, bool) and 0 <= debounce <= 10_000:
+            ls.debounce = debounce / 1000
         log.info("cglint %s: position encoding %s, %s diagnostics", __version__, ls.encoding,
                  "pull" if ls.pull else "push")
 
@@ -410,6 +503,7 @@ def build_server() -> CglintServer:
         if old is not None and old.pending is not None:
             old.pending.cancel()
         ls.buffers[doc.uri] = buffer
+        ls._config_seen[doc.uri] = _config_key(buffer.path)
         ls.schedule(buffer, 0)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
@@ -426,7 +520,7 @@ def build_server() -> CglintServer:
             else:
                 text = change.text
         buffer.text, buffer.version = text, params.text_document.version
-        ls.schedule(buffer, DEBOUNCE_SECONDS)
+        ls.schedule(buffer, ls.debounce)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))
     def did_save(ls: CglintServer, params: lsp.DidSaveTextDocumentParams) -> None:
@@ -447,6 +541,20 @@ def build_server() -> CglintServer:
         if not ls.pull:
             ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=buffer.uri, diagnostics=[]))
 
+    @server.feature(lsp.INITIALIZED)
+    async def initialized(ls: CglintServer, params: lsp.InitializedParams) -> None:
+        # pyproject.toml decides the rules: have the client watch it, or watch it ourselves.
+        if ls.watch_registration:
+            try:
+                await ls.client_register_capability_async(lsp.RegistrationParams(registrations=[lsp.Registration(
+                    id="cglint-config", method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                    register_options=lsp.DidChangeWatchedFilesRegistrationOptions(
+                        watchers=[lsp.FileSystemWatcher(glob_pattern=f"**/{name}") for name in CONFIG_FILES]))]))
+                return
+            except Exception:
+                log.warning("the client refused to watch %s; polling it instead", ", ".join(CONFIG_FILES))
+        ls._poller = asyncio.get_running_loop().create_task(ls.poll_config())
+
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def watched_files(ls: CglintServer, params: lsp.DidChangeWatchedFilesParams) -> None:
         if any(c.uri.endswith(tuple("/" + name for name in CONFIG_FILES)) for c in params.changes):
@@ -461,6 +569,10 @@ def build_server() -> CglintServer:
         if buffer is None and (cell := await notebooks.pull(ls, params.text_document.uri)) is not None:
             return lsp.RelatedFullDocumentDiagnosticReport(items=cell)  # a notebook cell
         lint = await ls.current_lint(buffer) if buffer is not None else None
+        if buffer is not None and buffer.pushed_in_pull:
+            # Diagnostics pushed after a configuration change: the pull takes over again.
+            buffer.pushed_in_pull = False
+            ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=buffer.uri, diagnostics=[]))
         if lint is None:
             return lsp.RelatedFullDocumentDiagnosticReport(items=[])
         if params.previous_result_id == lint.result_id:
@@ -481,7 +593,12 @@ def build_server() -> CglintServer:
         only = params.context.only
         actions: list[lsp.CodeAction] = []
         if _wanted(lsp.CodeActionKind.QuickFix, only):
-            here = [i for i, diag in enumerate(lint.diagnostics) if _overlaps(diag.range, params.range)]
+            # The diagnostics under the cursor or selection, and those the client names in
+            # `context.diagnostics` (Neovim and VS Code send every diagnostic on the cursor
+            # line), matched to this lint by code, range and message (as ruff's server does).
+            named = {_identity(d) for d in params.context.diagnostics or () if d.source in (None, "cglint")}
+            here = [i for i, diag in enumerate(lint.diagnostics)
+                    if _overlaps(diag.range, params.range) or _identity(diag) in named]
             fixes = [await ls.quick_fix(buffer, lint, i) for i in here]
             noqas = [ls.suppress(buffer, lint, i) for i in here]
             actions += [a for a in fixes + noqas if a is not None]
@@ -533,6 +650,9 @@ def build_server() -> CglintServer:
         for buffer in ls.buffers.values():
             if buffer.pending is not None:
                 buffer.pending.cancel()
+        if ls._poller is not None:
+            ls._poller.cancel()
         ls.linter.shutdown(wait=False, cancel_futures=True)
+        ls.fixer.shutdown(wait=False, cancel_futures=True)
 
     return server

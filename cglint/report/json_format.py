@@ -12,16 +12,21 @@ from cglint.diagnostics import FileResult
 
 
 def render(results: list[FileResult], runtime: list[dict[str, Any]] | None = None, unsafe: bool = False) -> str:
-    from cglint.fix import json_edits
-
-    from cglint import notebook
-
-    diagnostics = [
-        d.to_dict(unsafe, None if d.fix is None else notebook.json_edits(r, d) if d.cell is not None
-                  else json_edits(r.source, r.module, d.fix))
-        for r in results for d in r.diagnostics
-    ]
+    diagnostics = [d.to_dict(unsafe, _edits(r, d) if d.fix is not None else None) for r in results for d in r.diagnostics]
     out: dict[str, Any] = {"version": 1, "diagnostics": diagnostics}
     if runtime is not None:
         out["runtime"] = runtime
     return json.dumps(out, indent=2) + "\n"
+
+
+def _edits(result: FileResult, d: Any) -> list[dict[str, Any]]:
+    known = getattr(d.fix, "json_edits", None)  # computed where the tree was (cglint.cache.strip)
+    if known is not None:
+        return known
+    if getattr(d, "cell", None) is not None:  # a notebook's cell
+        from cglint import notebook
+
+        return notebook.json_edits(result, d)
+    from cglint.fix import json_edits
+
+    return json_edits(result.source, result.module, d.fix)

@@ -1,67 +1,96 @@
 """The rule catalogue: one module per rule, named after its code (`cg005_output_derivative.py`).
 
-Codes are fixed: users' `# noqa` comments and configurations depend on them."""
+Codes are fixed: users' `# noqa` comments and configurations depend on them.
+
+Rule modules (and libcst, which they need) are imported only when a rule is used: selecting
+rules works on codes (`select_codes`), and a run over files that never mention
+`custom_gradient` never loads them. `ALL_RULES` and `RULES_BY_CODE` load every rule on first
+access; `rule(code)` loads one."""
 
 from __future__ import annotations
 
-from cglint.rules.base import Rule
-from cglint.rules.cg000_syntax_error import SyntaxErrorRule
-from cglint.rules.cg001_nested_tf_function import NestedTfFunction
-from cglint.rules.cg002_flat_variable_gradients import FlatVariableGradients
-from cglint.rules.cg003_variable_gradients_callable import VariableGradientsCallable
-from cglint.rules.cg004_missing_variables_parameter import MissingVariablesParameter
-from cglint.rules.cg005_output_derivative import OutputDerivative
-from cglint.rules.cg006_hardcoded_variable_order import HardcodedVariableOrder
-from cglint.rules.cg007_input_gradient_count import InputGradientCount
-from cglint.rules.cg008_upstream_count import UpstreamCount
-from cglint.rules.cg009_upstream_ignored import UpstreamIgnored
-from cglint.rules.cg010_keyword_call import KeywordCall
-from cglint.rules.cg011_variable_created_inside import VariableCreatedInside
-from cglint.rules.cg012_eager_only_in_gradient import EagerOnlyInGradient
-from cglint.rules.cg013_missing_decorator import MissingDecorator
-from cglint.rules.cg014_keras_variable_identity import KerasVariableIdentity
-from cglint.rules.cg015_non_tensor_argument import NonTensorArgument
+import importlib
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-ALL_RULES: list[type[Rule]] = [
-    SyntaxErrorRule,
-    NestedTfFunction,
-    FlatVariableGradients,
-    VariableGradientsCallable,
-    MissingVariablesParameter,
-    OutputDerivative,
-    HardcodedVariableOrder,
-    InputGradientCount,
-    UpstreamCount,
-    UpstreamIgnored,
-    KeywordCall,
-    VariableCreatedInside,
-    EagerOnlyInGradient,
-    MissingDecorator,
-    KerasVariableIdentity,
-    NonTensorArgument,
-]
-RULES_BY_CODE: dict[str, type[Rule]] = {r.code: r for r in ALL_RULES}
+if TYPE_CHECKING:
+    from cglint.rules.base import Rule
+
+# code -> (module in this package, the Rule subclass in it). A new rule adds one line here
+# (tests/test_startup.py checks that every cgNNN_*.py module is listed).
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "CG000": ("cg000_syntax_error", "SyntaxErrorRule"),
+    "CG001": ("cg001_nested_tf_function", "NestedTfFunction"),
+    "CG002": ("cg002_flat_variable_gradients", "FlatVariableGradients"),
+    "CG003": ("cg003_variable_gradients_callable", "VariableGradientsCallable"),
+    "CG004": ("cg004_missing_variables_parameter", "MissingVariablesParameter"),
+    "CG005": ("cg005_output_derivative", "OutputDerivative"),
+    "CG006": ("cg006_hardcoded_variable_order", "HardcodedVariableOrder"),
+    "CG007": ("cg007_input_gradient_count", "InputGradientCount"),
+    "CG008": ("cg008_upstream_count", "UpstreamCount"),
+    "CG009": ("cg009_upstream_ignored", "UpstreamIgnored"),
+    "CG010": ("cg010_keyword_call", "KeywordCall"),
+    "CG011": ("cg011_variable_created_inside", "VariableCreatedInside"),
+    "CG012": ("cg012_eager_only_in_gradient", "EagerOnlyInGradient"),
+    "CG013": ("cg013_missing_decorator", "MissingDecorator"),
+    "CG014": ("cg014_keras_variable_identity", "KerasVariableIdentity"),
+    "CG015": ("cg015_non_tensor_argument", "NonTensorArgument"),
+}
+CODES: tuple[str, ...] = tuple(_REGISTRY)
+# Rules outside the default catalogue, run only when asked for (`--report-unused-noqa`).
+OPT_IN: dict[str, tuple[str, str]] = {
+    "CG100": ("cg100_unused_noqa", "UnusedNoqa"),
+}
 
 
 class UnknownCodeError(ValueError):
     pass
 
 
-def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[type[Rule]]:
-    """Rules chosen by code or code prefix (`CG0` selects CG000-CG009), as in ruff."""
+def rule(code: str) -> type[Rule]:
+    """The rule class for `code` (imports its module on first use). KeyError if unknown."""
+    module, name = _REGISTRY[code] if code in _REGISTRY else OPT_IN[code]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def rules(codes: Iterable[str | type[Rule]]) -> list[type[Rule]]:
+    """Rule classes for codes (classes pass through), in catalogue order as given."""
+    return [rule(c) if isinstance(c, str) else c for c in codes]
+
+
+def select_codes(select: Sequence[str] | None = None, ignore: Sequence[str] | None = None) -> list[str]:
+    """Codes chosen by code or code prefix (`CG0` selects CG000-CG009), as in ruff; no rule
+    module is imported."""
 
     def matching(selector: str) -> set[str]:
         selector = selector.strip().upper()
         if selector == "ALL":
-            return set(RULES_BY_CODE)
-        hits = {code for code in RULES_BY_CODE if code.startswith(selector)}
+            return set(CODES)
+        hits = {code for code in CODES if code.startswith(selector)}
         if not selector or not hits:
             raise UnknownCodeError(f"unknown rule code or prefix: {selector or '(empty)'!r}")
         return hits
 
-    chosen: set[str] = set(RULES_BY_CODE)
+    chosen: set[str] = set(CODES)
     if select:
         chosen = set().union(*(matching(s) for s in select))
     for s in ignore or []:
         chosen -= matching(s)
-    return [r for r in ALL_RULES if r.code in chosen]
+    return [c for c in CODES if c in chosen]
+
+
+def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[type[Rule]]:
+    """Rule classes chosen by code or code prefix (see `select_codes`)."""
+    return rules(select_codes(select, ignore))
+
+
+def __getattr__(name: str):
+    # PEP 562: the whole catalogue, loaded on first access.
+    if name == "ALL_RULES":
+        return rules(CODES)
+    if name == "RULES_BY_CODE":
+        return {c: rule(c) for c in CODES}
+    if name == "Rule":
+        from cglint.rules.base import Rule
+
+        return Rule
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,16 +27,16 @@ class SyntaxErrorRule(Rule):
 def op(x:
     return x, lambda dy: dy
 ''',
-            at="5:1"),
+            at="4:7"),  # where Python says: the `(` that is never closed
         Invalid(
             '''def f(:
     pass
 ''',
-            at="2:1"),
+            at="1:7"),
         Invalid(
             '''x = (1,
 ''',
-            at="1:1"),
+            at="1:5"),
     ]
     VALID = [
         "import tensorflow as tf\n\n@tf.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n",

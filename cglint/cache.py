@@ -1,0 +1,202 @@
+"""The CLI's result cache: a file whose text, cglint version and effective configuration are
+unchanged since the last run is not parsed again.
+
+Layout (as ruff's `.ruff_cache`): `<project root>/.cglint_cache/` (the directory of the
+configuration file, else the current directory; `--cache-dir DIR` or `CGLINT_CACHE_DIR` put it
+elsewhere, `--no-cache` turns it off), holding a `.gitignore` that ignores everything in it, a
+`CACHEDIR.TAG`, and one directory per cglint version with one small JSON entry per linted file,
+named by a hash of the file's absolute path.
+
+An entry holds the key it was made under (cglint's version and a fingerprint of its code, the
+effective settings and the codes checked in that file) and the SHA-256 of the file's text, then
+the diagnostics and warnings. It is used only when all of them match; anything else (another
+version, another configuration, a corrupt or truncated entry, a file that is not an entry) is a
+miss, and the entry is rewritten after the file is linted. Writes go to a temporary file in the
+same directory, then `os.replace`, so concurrent runs see a whole entry or none.
+
+Only files that mention `custom_gradient` get entries: the others cost one read and one
+substring test, less than a cache lookup. The cache holds what reports print, not the parse:
+`--fix`, `--diff`, `--add-noqa`, `--runtime` and SARIF output need the tree, so the CLI lints
+without the cache for them (`usable_for`); JSON's text edits of each fix are stored with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Iterable
+
+from cglint import __version__
+from cglint.diagnostics import Diagnostic, FileResult, Fix
+
+CACHE_DIR_NAME = ".cglint_cache"
+ENV_VAR = "CGLINT_CACHE_DIR"
+_GITIGNORE = "# Automatically created by cglint.\n*\n"
+_CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+                 "# This file is a cache directory tag created by cglint.\n"
+                 "# For information about cache directory tags, see: https://bford.info/cachedir/\n")
+_FORMAT = 1
+
+
+def directory_for(root: Path, option: str | None = None) -> Path:
+    """Where the cache lives: `--cache-dir`, else $CGLINT_CACHE_DIR, else `.cglint_cache` in
+    the project root."""
+    chosen = option or os.environ.get(ENV_VAR)
+    return Path(chosen).expanduser() if chosen else root / CACHE_DIR_NAME
+
+
+def code_fingerprint() -> str:
+    """cglint's version and the sizes and modification times of its modules, so that a cache
+    made by other code (an upgrade, or an edited checkout) is never trusted."""
+    package = Path(__file__).resolve().parent
+    h = hashlib.sha256(f"{_FORMAT}:{__version__}".encode())
+    for dirpath, dirnames, filenames in os.walk(package):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(dirpath, name))
+                h.update(f"{os.path.relpath(os.path.join(dirpath, name), package)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+class Cache:
+    def __init__(self, directory: Path, settings_key: str) -> None:
+        self.root = directory
+        self.directory = directory / __version__
+        self.key = hashlib.sha256(f"{code_fingerprint()}|{settings_key}".encode()).hexdigest()
+        self._ready = False
+        self.hits = self.misses = 0
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def _entry(self, path: str) -> Path:
+        name = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()
+        return self.directory / f"{name}.json"
+
+    def _file_key(self, codes: Iterable[Any], full: bool) -> str:
+        # `full`: made from the whole tree, so fixes carry their text edits (JSON output).
+        return self.key + ":" + ",".join(c if isinstance(c, str) else c.code for c in codes) + (":full" if full else "")
+
+    def get(self, path: str, source: str, codes: Iterable[Any], full: bool = False) -> FileResult | None:
+        """The cached result for `path` with this text and these codes, or None."""
+        try:
+            with open(self._entry(path), "rb") as fh:
+                entry = json.loads(fh.read())
+            if (entry.get("key") != self._file_key(codes, full) or entry.get("content") != _digest(source)):
+                raise LookupError
+            diagnostics = [_diagnostic(d, path) for d in entry["diagnostics"]]
+            result = FileResult(path, source, diagnostics, parsed=bool(entry["parsed"]),
+                                warnings=[str(w) for w in entry["warnings"]])
+        except (OSError, ValueError, LookupError, TypeError, AttributeError):
+            self.misses += 1  # absent, foreign, stale or corrupt: lint, then rewrite it
+            return None
+        self.hits += 1
+        return result
+
+    def put(self, path: str, source: str, codes: Iterable[Any], result: FileResult, full: bool = False) -> None:
+        entry = {"key": self._file_key(codes, full), "content": _digest(source), "parsed": result.parsed,
+                 "warnings": list(result.warnings), "diagnostics": [_stored(d, result) for d in result.diagnostics]}
+        try:
+            self._prepare()
+            _write_atomic(self._entry(path), json.dumps(entry, separators=(",", ":")).encode())
+        except OSError:
+            pass  # a read-only or full disk makes the cache useless, never the run wrong
+
+    def _prepare(self) -> None:
+        if self._ready:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for name, body in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
+            target = self.root / name
+            if not target.exists():
+                _write_atomic(target, body.encode())
+        self._ready = True
+
+
+def usable_for(*, fixing: bool, runtime: bool, add_noqa: bool, output_format: str, unused_noqa: bool = False) -> bool:
+    """Whether a run only reports (what the cache holds) rather than needing the parse.
+    `--report-unused-noqa` judges `# noqa` comments in files that never mention
+    `custom_gradient` too, which the cache and the pool skip."""
+    return not (fixing or runtime or add_noqa or unused_noqa or output_format == "sarif")
+
+
+# Settings fields that cannot change a file's findings once its codes are known (the codes are
+# part of each entry's key): selection layers, file discovery, the runtime check.
+_NOT_ANALYSIS = frozenset({"root", "config_file", "select", "ignore", "extend_select", "layers", "per_file_ignores",
+                           "exclude", "extend_exclude", "force_exclude", "runtime", "baseline"})
+
+
+def settings_key(settings: Any) -> str:
+    """The effective configuration, as far as it can change findings beyond the codes: every
+    other field of the (frozen) settings, so an analysis option added later is covered
+    without a change here."""
+    return repr(sorted((f.name, getattr(settings, f.name)) for f in fields(settings) if f.name not in _NOT_ANALYSIS))
+
+
+# -- entries ------------------------------------------------------------------------------
+
+def _digest(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class StoredFix(Fix):
+    """A fix as reports need it (applicability, description, JSON's text edits) without the
+    tree it edits: what the cache and the worker processes hand back. Never applied."""
+
+    __slots__ = ("json_edits",)
+
+    def __init__(self, applicability: str, description: str, json_edits: list[dict[str, Any]]) -> None:
+        super().__init__([], applicability=applicability, description=description)
+        self.json_edits = json_edits
+
+
+def strip(result: FileResult) -> FileResult:
+    """`result` as the cache (or another process) hands it back: diagnostics with StoredFixes,
+    no module or model."""
+    diagnostics = [_diagnostic(_stored(d, result), result.path) for d in result.diagnostics]
+    return FileResult(result.path, result.source, diagnostics, parsed=result.parsed, warnings=list(result.warnings))
+
+
+_FIELDS = ("line", "column", "end_line", "end_column", "code", "name", "severity", "message")
+
+
+def _stored(d: Diagnostic, result: FileResult) -> dict[str, Any]:
+    out = {name: getattr(d, name) for name in _FIELDS}
+    out.update({k: v for k, v in d.to_dict().items() if k not in _FIELDS and k not in ("path", "fixable", "fix", "runtime")})
+    if d.fix is not None:
+        edits = getattr(d.fix, "json_edits", None)
+        if edits is None:
+            edits = []
+            if result.module is not None:
+                from cglint.fix import json_edits
+
+                edits = json_edits(result.source, result.module, d.fix)
+        out["fix"] = {"applicability": d.fix.applicability, "description": d.fix.description, "json_edits": edits}
+    return out
+
+
+def _diagnostic(stored: dict[str, Any], path: str) -> Diagnostic:
+    stored = dict(stored)
+    fix = stored.pop("fix", None)
+    d = Diagnostic(path=path, **stored)
+    if fix is not None:
+        d.fix = StoredFix(**fix)
+    return d
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

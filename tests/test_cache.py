@@ -1,0 +1,111 @@
+"""The CLI cache (.cglint_cache) and --jobs: same findings with and without them."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from support import BAD, ENV, FIXTURES, cglint
+
+from cglint import cache as caching
+from cglint import config
+from cglint.diagnostics import FileResult
+
+
+@pytest.fixture()
+def tree(tmp_path):
+    """The fixtures (a finding of every rule, files without sites, a syntax error) as a project."""
+    shutil.copytree(FIXTURES, tmp_path / "fixtures")
+    (tmp_path / "pyproject.toml").write_text("[tool.cglint]\nextend-exclude = []\n")
+    return tmp_path
+
+
+def report(tree, *args):
+    run = cglint(*args, "fixtures", cwd=tree)
+    assert run.returncode == 1, run.stderr
+    return run.stdout
+
+
+def test_findings_identical_with_and_without_cache_and_jobs(tree):
+    for fmt in ("json", "text"):
+        plain = report(tree, "--no-cache", "--jobs", "1", "--output-format", fmt)
+        assert not (tree / ".cglint_cache").exists()
+        cold = report(tree, "--output-format", fmt)  # writes the cache
+        warm = report(tree, "--output-format", fmt)  # reads it
+        pooled = report(tree, "--no-cache", "--jobs", "2", "--output-format", fmt)
+        assert plain == cold == warm == pooled, fmt
+        shutil.rmtree(tree / ".cglint_cache")
+    diags = json.loads(plain if fmt == "json" else report(tree, "--output-format", "json"))["diagnostics"]
+    assert {d["code"] for d in diags} >= {"CG000", "CG005", "CG013"}
+    stats = [report(tree, "--statistics", *extra) for extra in ([], [], ["--no-cache", "-j", "2"])]
+    assert stats[0] == stats[1] == stats[2]
+    assert [report(tree, "--output-format", fmt) for fmt in ("concise", "github")] == [
+        report(tree, "--no-cache", "--output-format", fmt) for fmt in ("concise", "github")]
+
+
+def test_cache_layout_gitignore_and_entries(tree):
+    report(tree)
+    root = tree / ".cglint_cache"
+    assert (root / ".gitignore").read_text() == "# Automatically created by cglint.\n*\n"
+    assert (root / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    entries = list(root.glob("*/*.json"))
+    # One entry per file that mentions custom_gradient; the others cost no lookup.
+    mentioning = [p for p in (tree / "fixtures").rglob("*.py") if "custom_gradient" in p.read_text()]
+    assert len(entries) == len(mentioning)
+
+
+def test_corrupt_and_foreign_entries_are_ignored_and_rewritten(tree):
+    expected = report(tree, "--output-format", "json")
+    entries = sorted((tree / ".cglint_cache").glob("*/*.json"))
+    good = {p: p.read_bytes() for p in entries}
+    entries[0].write_bytes(b"\x00not json")
+    entries[1].write_text(entries[1].read_text()[: len(good[entries[1]]) // 2])  # torn
+    foreign = json.loads(good[entries[2]])
+    foreign["key"] = "another version"
+    foreign["diagnostics"] = []
+    entries[2].write_text(json.dumps(foreign))
+    entries[3].write_text(json.dumps({"unexpected": True}))
+    assert report(tree, "--output-format", "json") == expected
+    assert {p: p.read_bytes() for p in entries} == good  # rewritten as they were made
+
+
+def test_edit_and_configuration_change_invalidate(tree):
+    target = tree / "fixtures" / "rules" / "cg005_bad.py"
+    report(tree)
+    target.write_text(target.read_text() + "\n\n# an edit\n")
+    before = json.loads(report(tree, "--output-format", "json"))["diagnostics"]
+    (tree / "pyproject.toml").write_text('[tool.cglint]\nignore = ["CG005"]\n')
+    after = json.loads(report(tree, "--output-format", "json"))["diagnostics"]
+    assert any(d["code"] == "CG005" for d in before) and not any(d["code"] == "CG005" for d in after)
+    assert json.loads(cglint("--output-format", "json", "--no-cache", "fixtures", cwd=tree).stdout)["diagnostics"] == after
+
+
+def test_cache_dir_option_and_environment(tree, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("cache")
+    report(tree, "--cache-dir", elsewhere / "c")
+    assert (elsewhere / "c" / ".gitignore").exists() and not (tree / ".cglint_cache").exists()
+    env_dir = tmp_path_factory.mktemp("env")
+    run = subprocess.run([sys.executable, "-m", "cglint", "fixtures"], capture_output=True, text=True, cwd=tree,
+                         env={**ENV, caching.ENV_VAR: str(env_dir)})
+    assert run.returncode == 1
+    assert list(env_dir.glob("*/*.json")) and not (tree / ".cglint_cache").exists()
+
+
+def test_fixes_diff_sarif_and_noqa_never_come_from_the_cache(tmp_path):
+    """Plant an entry that says "clean" for a file with two findings: a plain run trusts it
+    (the entry is valid), every mode that needs the parse ignores it."""
+    path = tmp_path / "ops.py"
+    path.write_text(BAD)
+    (tmp_path / "pyproject.toml").write_text("[tool.cglint]\n")
+    settings = config.load(str(tmp_path))
+    store = caching.Cache(caching.directory_for(settings.root), caching.settings_key(settings))
+    store.put(str(path), BAD, settings.codes_for(str(path)), FileResult(str(path), BAD, [], parsed=True))
+    assert cglint("ops.py", cwd=tmp_path).returncode == 0  # served from the planted entry
+    assert cglint("--no-cache", "ops.py", cwd=tmp_path).returncode == 1
+    diff = cglint("--diff", "--unsafe-fixes", "ops.py", cwd=tmp_path)
+    assert diff.returncode == 1 and "+++ b/ops.py" in diff.stdout
+    sarif = json.loads(cglint("--output-format", "sarif", "ops.py", cwd=tmp_path).stdout)
+    assert {r["ruleId"] for r in sarif["runs"][0]["results"]} == {"CG004", "CG005"}
+    fixed = cglint("--fix", "ops.py", cwd=tmp_path)
+    assert "tf.cos(x * w)" in path.read_text() or "cos(z)" in path.read_text(), fixed.stdout
