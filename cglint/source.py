@@ -130,6 +130,10 @@ def parse(text: str) -> tuple[ast.Module | None, PythonError | None]:
         return None, PythonError(message, line, column, nesting)
     except (RecursionError, MemoryError):
         return None, PythonError("nesting too deep (Python's parser gives up)", 1, 1, True)
+    except UnicodeEncodeError as exc:  # a lone surrogate: only an editor's buffer can hold one
+        line, column = line_col(text, exc.start)
+        return None, PythonError(f"lone surrogate U+{ord(text[exc.start]):04X} (half of a UTF-16 pair; "
+                                 "no Python file can hold it)", line, column, _too_deep(text))
     except ValueError as exc:  # "source code string cannot contain null bytes"
         return None, PythonError(str(exc), _nul_line(text), 1, _too_deep(text))
 

@@ -225,3 +225,12 @@ def test_nesting_python_accepts_in_a_lambda_is_no_false_cg000():
     compile(source, "m.py", "exec")
     assert "CG000" not in [d[2] for d in diags(source)]
     assert diags(source) == diags(source, reduce=True)
+
+
+def test_a_lone_surrogate_is_cg000_where_it_is():
+    """Only an editor's buffer can hold half a UTF-16 pair (no file decodes to one): CG000 at it,
+    naming it, not a codec message at 1:1."""
+    source = HEAD + SITE.replace("tf.math.tan(x)", 'tf.math.tan(x)  # "\ud83d"')
+    (d,) = engine.lint_source(source, "m.py").diagnostics
+    assert (d.line, d.column, d.code) == (5, 28, "CG000")
+    assert d.message == "cannot parse: lone surrogate U+D83D (half of a UTF-16 pair; no Python file can hold it)"
