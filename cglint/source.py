@@ -317,6 +317,47 @@ def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int,
     return spans
 
 
+# ---- form feeds in indentation -------------------------------------------------------------
+
+_FF_INDENT = re.compile(r"[ \t\x0c]*\x0c")
+
+
+def lift_form_feeds(text: str) -> tuple[str, dict[int, int]]:
+    """A form feed in indentation resets Python's column count, so `\\f` + 8 spaces indents
+    by 8; libcst's tokenizer compares indentation as text and refuses such a line when it opens
+    a nested block ("no matching outer block for dedent"). This gives the text with each such
+    line's leading `...\\f` moved, as spaces, to the end of the line before (so every other
+    line and every offset outside those two lines stay where they were), and {line: columns
+    the line's tokens moved left}. `unlift_columns` moves the findings back."""
+    lines = split_lines(text, keepends=True)
+    shifts: dict[int, int] = {}
+    for i in range(1, len(lines)):
+        m = _FF_INDENT.match(lines[i])
+        if m is None or not lines[i][m.end():].strip(" \t\r\n"):
+            continue
+        prev = lines[i - 1]
+        body = prev.rstrip("\r\n")
+        if body.endswith("\\") or body == prev:  # a continuation line: the break must stay
+            continue
+        lines[i - 1] = body + " " * m.end() + prev[len(body):]
+        lines[i] = lines[i][m.end():]
+        shifts[i + 1] = m.end()
+    return "".join(lines), shifts
+
+
+def unlift_columns(diagnostics: list, before: str, after: str) -> None:
+    """Columns of findings on lines `lift_form_feeds(before)` moved, put back where they are
+    in `before` (a no-op unless `after` is that lifted text)."""
+    lifted, shifts = lift_form_feeds(before)
+    if lifted != after:
+        return
+    for d in diagnostics:
+        if d.line in shifts:
+            d.column += shifts[d.line]
+        if d.end_line in shifts:
+            d.end_column += shifts[d.end_line]
+
+
 # ---- from the text libcst parsed back to the source ---------------------------------------
 
 # The source and analysis text of recently parsed modules whose `code` may not be their source

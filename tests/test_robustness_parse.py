@@ -234,3 +234,23 @@ def test_a_lone_surrogate_is_cg000_where_it_is():
     (d,) = engine.lint_source(source, "m.py").diagnostics
     assert (d.line, d.column, d.code) == (5, 28, "CG000")
     assert d.message == "cannot parse: lone surrogate U+D83D (half of a UTF-16 pair; no Python file can hold it)"
+
+
+@pytest.mark.parametrize("feed", ["\x0c", "  \x0c", "\x0c\x0c"])
+def test_a_form_feed_opening_a_nested_block_is_analysed_where_python_puts_it(feed):
+    """Found by the long fuzz run: a form feed at the start of the first line of a nested block
+    (Python resets its indentation count there) made libcst's tokenizer refuse a file Python
+    compiles ("not analysed"). The finding is where it is on disk, and the fix keeps the feed."""
+    base = ("import tensorflow as tf\n\n\n@tf.custom_gradient\ndef op(x):\n    y = tf.math.tan(x)\n\n"
+            "    def grad(dy):\n{}        return dy * tf.math.cos(y)\n\n    return y, grad\n")
+    source = base.format(feed)
+    compile(source, "m.py", "exec")
+    plain = [(d.line, d.column, d.end_line, d.end_column, d.code) for d in engine.lint_source(base.format(""), "m.py").diagnostics]
+    assert plain == [(9, 21, 9, 35, "CG005")]
+    for reduce in (False, True):
+        result = engine.lint_source(source, "m.py", reduce=reduce)
+        assert not result.warnings
+        assert [(d.line, d.column, d.end_line, d.end_column, d.code) for d in result.diagnostics] == \
+            [(9, 21 + len(feed), 9, 35 + len(feed), "CG005")]
+    fixed = fix.fix_source(source, "m.py", unsafe=True)
+    assert fixed.new_source == source.replace("cos(y)", "cos(x)")
