@@ -413,7 +413,40 @@ def splice(source: str, base: str, new: str, analysis: str | None = None) -> tup
         brk = LINE_BREAK.search(source, end_base)
         if brk is not None and brk.group() == "\r":
             text = _LF.sub("\r", text)
+    if "\t" in source and source != analysis and text:
+        text = _tabbed_indentation(source, analysis, start, text)
     return start, end_base, text
+
+
+_INDENT = re.compile(r"[ \t\x0c]*")
+
+
+def _tabbed_indentation(source: str, analysis: str, start: int, text: str) -> str:
+    """Lines a fix writes are indented as libcst saw their block; where libcst was given the
+    block's indenting tabs as spaces (cglint.engine), they get the block's own indentation back,
+    or the fix would mix the two ("unindent does not match"). Raises Unsafe when one indentation
+    libcst saw stands for two different ones on disk."""
+    back: dict[str, str | None] = {}
+    for src_line, ana_line in zip(split_lines(source), split_lines(analysis)):
+        a, b = _INDENT.match(src_line).group(), _INDENT.match(ana_line).group()
+        if b and src_line[len(a):].strip():  # indentation as libcst saw it -> as it is on disk
+            back[b] = a if back.get(b, a) == a else None
+    if all(a == b for b, a in back.items()):
+        return text
+    parts = LINE_BREAK.split(text)
+    breaks = LINE_BREAK.findall(text)
+    at_line_start = start == 0 or source[start - 1] in "\r\n"
+    for i, part in enumerate(parts):
+        if i == 0 and not at_line_start:
+            continue
+        indent = _INDENT.match(part).group()
+        key = max((k for k in back if indent.startswith(k)), key=len, default=None)
+        if key is None:
+            continue
+        if back[key] is None:
+            raise Unsafe("the fix writes into a block indented differently on disk than libcst saw it")
+        parts[i] = back[key] + part[len(key):]
+    return "".join(p + b for p, b in zip(parts, breaks + [""]))
 
 
 _LF = re.compile(r"(?<!\r)\n")

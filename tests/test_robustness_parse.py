@@ -254,3 +254,20 @@ def test_a_form_feed_opening_a_nested_block_is_analysed_where_python_puts_it(fee
             [(9, 21 + len(feed), 9, 35 + len(feed), "CG005")]
     fixed = fix.fix_source(source, "m.py", unsafe=True)
     assert fixed.new_source == source.replace("cos(y)", "cos(x)")
+
+
+def test_a_fix_in_a_tab_indented_block_keeps_the_blocks_indentation():
+    """Found by the long fuzz run: libcst is given indenting tabs as spaces (it compares tab
+    and space indentation differently from Python); a fix that adds a statement to such a block
+    wrote its lines with the spaces, next to the block's tab, and the result did not compile."""
+    source = ("import tensorflow as tf\n\nw = tf.Variable([[1.0, 2.0], [3.0, 4.0]])\nb = tf.Variable([0.5, -0.5])\n\n\n"
+              "@tf.custom_gradient\ndef dense(x):\n    def grad(dy, variables=None):\n"
+              "\t    return dy @ tf.transpose(w), [tf.transpose(x) @ dy, tf.reduce_sum(dy, 0)]\n\n"
+              "    return x @ w + b, grad\n")
+    compile(source, "m.py", "exec")
+    assert [d.code for d in engine.lint_source(source, "m.py").diagnostics] == ["CG006"]
+    fixed = fix.fix_source(source, "m.py", unsafe=True)
+    assert fixed.changed
+    compile(fixed.new_source, "m.py", "exec")
+    assert "\t    grads_by_variable = {w.ref(): tf.transpose(x) @ dy, b.ref(): tf.reduce_sum(dy, 0)}\n" \
+        "\t    return dy @ tf.transpose(w), [grads_by_variable[v.ref()] for v in variables]\n" in fixed.new_source
