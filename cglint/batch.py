@@ -47,13 +47,18 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
     results: list[FileResult | None] = [None] * len(paths)
     todo: list[tuple[int, str, str, list[str]]] = []
     for i, path in enumerate(paths):
+        notebook = path.endswith(".ipynb")
+        if cache is not None and not notebook and cache.quiet(path):
+            results[i] = FileResult(path, "", [], parsed=False)  # unchanged, and it had nothing to lint
+            continue
         codes = codes_for(path)
         try:
-            if path.endswith(".ipynb"):  # notebooks: linted here, as cglint.notebook does (not cached)
+            if notebook:  # notebooks: linted here, as cglint.notebook does (not cached)
                 results[i] = engine.lint_file(path, codes, reduce=reduce)
                 continue
             try:
-                source = files.read_source(path)
+                read = files.read(path)
+                source = read.text
             except files.UndecodableError:
                 results[i] = engine.lint_file(path, codes)  # CG000 "cannot read"
                 continue
@@ -65,6 +70,8 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
         if not files.may_hold_site(source):
             # Nothing to report, and no code frame to print: the text is not kept.
             results[i] = FileResult(path, "", [], parsed=False)
+            if cache is not None:
+                cache.remember_quiet(path, read.identity)
             continue
         if cache is not None:
             hit = cache.get(path, source, codes, full=not reduce)
@@ -87,6 +94,8 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
         if cache is not None:
             cache.put(path, source, codes, result, full=not reduce)
         results[i] = result
+    if cache is not None:
+        cache.save()
     return [r for r in results if r is not None]
 
 

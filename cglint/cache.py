@@ -14,8 +14,9 @@ version, another configuration, a corrupt or truncated entry, a file that is not
 miss, and the entry is rewritten after the file is linted. Writes go to a temporary file in the
 same directory, then `os.replace`, so concurrent runs see a whole entry or none.
 
-Only files that mention `custom_gradient` get entries: the others cost one read and one
-substring test, less than a cache lookup. The cache holds what reports print, not the parse:
+Only files that mention `custom_gradient` get entries. The others are remembered in one
+small index per cglint code version (`quiet/`), by identity (device, inode, size, modification
+and change times), so a warm run stats them instead of reading them (see `Cache.quiet`). The cache holds what reports print, not the parse:
 `--fix`, `--diff`, `--add-noqa`, `--runtime` and SARIF output need the tree, so the CLI lints
 without the cache for them (`usable_for`); JSON's text edits of each fix are stored with it.
 """
@@ -26,6 +27,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable
@@ -67,7 +69,11 @@ class Cache:
     def __init__(self, directory: Path, settings_key: str) -> None:
         self.root = directory
         self.directory = directory / __version__
-        self.key = hashlib.sha256(f"{code_fingerprint()}|{settings_key}".encode()).hexdigest()
+        fingerprint = code_fingerprint()
+        self.key = hashlib.sha256(f"{fingerprint}|{settings_key}".encode()).hexdigest()
+        self._quiet_path = self.directory / "quiet" / f"{fingerprint[:20]}.json"
+        self._quiet: dict[str, list[int]] | None = None
+        self._quiet_changed = False
         self._ready = False
         self.hits = self.misses = 0
 
@@ -105,6 +111,64 @@ class Cache:
             _write_atomic(self._entry(path), json.dumps(entry, separators=(",", ":")).encode())
         except OSError:
             pass  # a read-only or full disk makes the cache useless, never the run wrong
+
+    # -- files with nothing to lint ------------------------------------------------------
+    # Most files never mention `custom_gradient`: a warm run would still read and test each of
+    # them, which is most of its time on a large tree. The quiet index remembers which files
+    # failed the prefilter, by identity (device, inode, size, modification time), so a warm run
+    # only stats them, as ruff checks a file's mtime. The prefilter depends on cglint's code
+    # alone, so the index is kept per code fingerprint, not per configuration.
+
+    def quiet(self, path: str) -> bool:
+        """Whether `path` is, by its identity, the file that failed the prefilter last time."""
+        if self._quiet is None:
+            self._quiet = self._load_quiet()
+        known = self._quiet.get(os.path.abspath(path))
+        if known is None:
+            return False
+        try:
+            return known == _identity(os.stat(path))
+        except OSError:
+            return False  # the read says what is wrong
+
+    def remember_quiet(self, path: str, identity: tuple[int, int, int, int]) -> None:
+        """`path`, read with `identity` (files.Read.identity), failed the prefilter."""
+        try:
+            now = _identity(os.stat(path))
+        except OSError:
+            return
+        # Changed since it was read, or written within the last seconds (it may change again
+        # within the clock's resolution without its mtime moving: git's "racy" case): not
+        # remembered yet. The change time also covers a chmod (an unreadable file is read again).
+        if tuple(now[:4]) != tuple(identity) or time.time_ns() - now[3] < 2_000_000_000:
+            return
+        if self._quiet is None:
+            self._quiet = self._load_quiet()
+        self._quiet[os.path.abspath(path)] = now
+        self._quiet_changed = True
+
+    def save(self) -> None:
+        """Writes the quiet index if this run added to it (atomically: a concurrent run reads
+        the old or the new index, never a torn one)."""
+        if not self._quiet_changed or self._quiet is None:
+            return
+        try:
+            self._prepare()
+            self._quiet_path.parent.mkdir(exist_ok=True)
+            _write_atomic(self._quiet_path, json.dumps(self._quiet, separators=(",", ":")).encode())
+            self._quiet_changed = False
+        except OSError:
+            pass
+
+    def _load_quiet(self) -> dict[str, list[int]]:
+        try:
+            with open(self._quiet_path, "rb") as fh:
+                data = json.loads(fh.read())
+            if isinstance(data, dict):
+                return data
+        except (OSError, ValueError):
+            pass
+        return {}
 
     def _prepare(self) -> None:
         if self._ready:
@@ -186,6 +250,10 @@ def _diagnostic(stored: dict[str, Any], path: str) -> Diagnostic:
     if fix is not None:
         d.fix = StoredFix(**fix)
     return d
+
+
+def _identity(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def _write_atomic(target: Path, data: bytes) -> None:

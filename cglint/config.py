@@ -403,23 +403,46 @@ class _Matcher:
     def __init__(self, root: Path, patterns: tuple[str, ...]) -> None:
         self.root = str(root)
         self.globs = [Glob(p) for p in patterns if p.strip()]
+        # Unanchored patterns without `**` or `[` match a path by its last component alone
+        # (`.venv`, `*.pyi`): literal ones by a set lookup, the others by one regex over the
+        # name, so a walk of thousands of files does not run every pattern on every path.
+        simple = [g for g in self.globs if not g.anchored and "**" not in g.pattern and "[" not in g.pattern]
+        self._names = {(g.pattern.strip().rstrip("/"), g.dir_only) for g in simple
+                       if not any(c in g.pattern for c in "*?")}
+        wild = [g for g in simple if any(c in g.pattern for c in "*?")]
+        self._wild = [(re.compile(_translate(g.pattern.strip().rstrip("/")) + r"\Z", re.DOTALL), g.dir_only) for g in wild]
+        self._rest = [g for g in self.globs if g not in simple]
+
+    def _by_name(self, name: str, is_dir: bool) -> bool:
+        if (name, False) in self._names or (is_dir and (name, True) in self._names):
+            return True
+        return any((is_dir or not dir_only) and rx.match(name) for rx, dir_only in self._wild)
 
     def matches(self, path: str | os.PathLike[str], is_dir: bool, parents: bool = False) -> bool:
         if not self.globs:
             return False
         absolute = os.path.abspath(path)
-        rel = os.path.relpath(absolute, self.root) if absolute.startswith(self.root) else None
-        if rel is None or rel == "." or rel.startswith(".."):
+        if absolute.startswith(self.root + os.sep):
+            rel, inside = absolute[len(self.root) + 1:], True
+        else:
+            rel = os.path.relpath(absolute, self.root) if absolute.startswith(self.root) else None
+            inside = not (rel is None or rel == "." or rel.startswith(".."))
+        if not inside:
             # Outside the root only unanchored patterns can apply (`build`, `*.pyi`).
-            globs = [g for g in self.globs if not g.anchored]
+            rest = [g for g in self._rest if not g.anchored]
             rel = absolute.lstrip("/")
         else:
-            globs = self.globs
-        rel = rel.replace(os.sep, "/")
+            rest = self._rest
+        rel = rel.replace(os.sep, "/")  # type: ignore[union-attr]
         parts = rel.split("/")
         candidates = [("/".join(parts[: i + 1]), True) for i in range(len(parts) - 1)] if parents else []
         candidates.append((rel, is_dir))
-        return any(g.matches(p, d) for p, d in candidates for g in globs)
+        if self._names or self._wild:
+            names = list(zip(parts[:-1], [True] * (len(parts) - 1))) if parents else []
+            names.append((parts[-1], is_dir))
+            if any(self._by_name(n, d) for n, d in names):
+                return True
+        return bool(rest) and any(g.matches(p, d) for p, d in candidates for g in rest)
 
 
 _MATCHERS: dict[tuple[str, tuple[str, ...]], _Matcher] = {}

@@ -79,8 +79,13 @@ class Decoded:
 def decode(data: bytes) -> Decoded:
     """Bytes to text as Python reads a module: BOM, else coding cookie, else UTF-8."""
     bom = data.startswith(codecs.BOM_UTF8)
+    first, _, rest = data.partition(b"\n")
+    # No cookie on the first two lines (nearly every file): UTF-8, as tokenize would say,
+    # without its line-by-line reading.
+    encoding = "" if b"coding" in first or b"coding" in rest.partition(b"\n")[0] else "utf-8-sig" if bom else "utf-8"
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        if not encoding:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:  # unknown codec, or a cookie that contradicts the BOM
         raise UndecodableError(str(exc)) from None
     try:
@@ -196,7 +201,7 @@ def analysis_text(text: str, tree: ast.Module) -> str:
     if "\r" in text:
         text = _LONE_CR.sub("\n", text)
     offsets = _Offsets(text)
-    spans: list[tuple[int, int]] = []
+    spans: list[tuple[int, int, bool]] = []
     for stmt in _long_statements(tree, offsets):
         for expr in _own_expressions(stmt):
             spans += _stub_spans(expr, text, offsets)
@@ -204,14 +209,20 @@ def analysis_text(text: str, tree: ast.Module) -> str:
         return text
     out = []
     last = 0
-    for start, end in sorted(spans, key=lambda span: (span[0], -span[1])):
+    literals_only = True
+    for start, end, literal in sorted(spans, key=lambda span: (span[0], -span[1])):
         if start < last:  # inside a stub already taken (the outermost one wins)
             continue
         out.append(text[last:start])
         out.append(_stub(text[start:end]))
+        literals_only = literals_only and literal
         last = end
     out.append(text[last:])
     stubbed = "".join(out)
+    if literals_only:
+        # A string or number literal (never in a pattern or an f-string: those are not
+        # stubbed) is an expression wherever it stands, and so is `(_ ...)`: no re-parse.
+        return stubbed
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -278,12 +289,12 @@ def _own_expressions(stmt: ast.stmt):
                 yield from (n for n in ast.walk(item) if isinstance(n, ast.expr))
 
 
-def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int, int]]:
+def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int, int, bool]]:
     """Long expressions (over MAX_EXPRESSION_CHARS, literals over MAX_LITERAL_CHARS) become
     stubs whole; below that, a post-order walk stubs a subtree that grows past
     MAX_EXPRESSION_HEIGHT, which then counts as one level. Short subtrees are not walked
     (their height is bounded by their length). Nothing that mentions custom_gradient is stubbed."""
-    spans: list[tuple[int, int]] = []
+    spans: list[tuple[int, int, bool]] = []  # (start, end, a literal)
     height: dict[int, int] = {}
     where: dict[int, tuple[int, int]] = {}
     stack: list[tuple[ast.AST, bool]] = [(root, False)]
@@ -298,7 +309,7 @@ def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int,
                 stubbable = not isinstance(node, _NOT_STUBBED) and "custom_gradient" not in text[start:end]
                 limit = MAX_LITERAL_CHARS if isinstance(node, (ast.Constant, ast.JoinedStr)) else MAX_EXPRESSION_CHARS
                 if stubbable and end - start > limit:
-                    spans.append((start, end))
+                    spans.append((start, end, isinstance(node, ast.Constant)))
                     height[id(node)] = 1
                     continue
                 if stubbable:
@@ -311,7 +322,7 @@ def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int,
             continue
         h = 1 + max((height.get(id(c), 0) for c in ast.iter_child_nodes(node)), default=0)
         if h > MAX_EXPRESSION_HEIGHT and id(node) in where:
-            spans.append(where[id(node)])
+            spans.append((*where[id(node)], False))
             h = 1
         height[id(node)] = h
     return spans

@@ -109,3 +109,63 @@ def test_fixes_diff_sarif_and_noqa_never_come_from_the_cache(tmp_path):
     assert {r["ruleId"] for r in sarif["runs"][0]["results"]} == {"CG004", "CG005"}
     fixed = cglint("--fix", "ops.py", cwd=tmp_path)
     assert "tf.cos(x * w)" in path.read_text() or "cos(z)" in path.read_text(), fixed.stdout
+
+
+def _age(path, seconds=60):
+    """Backdate a file, as a file not touched for a while is (the index skips racy files)."""
+    import os
+    import time
+
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
+def test_quiet_files_are_stat_not_read_on_a_warm_run(tmp_path):
+    """A file that failed the prefilter is remembered by identity (the index), so a warm run
+    stats it instead of reading it; any change of content or permissions is a new identity."""
+    plain = tmp_path / "plain.py"
+    plain.write_text("import tensorflow as tf\n\n\ndef f(x):\n    return x\n")
+    _age(plain)
+    assert cglint("plain.py", cwd=tmp_path).returncode == 0
+    index = list((tmp_path / ".cglint_cache").glob("*/quiet/*.json"))
+    assert len(index) == 1
+    assert list(json.loads(index[0].read_text())) == [str(plain.resolve())]
+    # Edited to hold a bug: a new identity, so it is read and linted again.
+    plain.write_text(BAD)
+    _age(plain, 30)
+    run = cglint("plain.py", cwd=tmp_path)
+    assert run.returncode == 1 and "CG005" in run.stdout, run.stdout + run.stderr
+    # A chmod changes the change time: an unreadable file is read (and reported) again.
+    plain.write_text("x = 1\n")
+    _age(plain)
+    assert cglint("plain.py", cwd=tmp_path).returncode == 0
+    plain.chmod(0)
+    try:
+        import os
+
+        if os.geteuid() != 0:  # root reads it anyway
+            run = cglint("plain.py", cwd=tmp_path)
+            assert run.returncode == 2 and "plain.py" in run.stderr, run.stderr
+    finally:
+        plain.chmod(0o644)
+
+
+def test_a_just_written_file_is_not_remembered(tmp_path):
+    """Within two seconds of its last write a file may change again without its mtime moving:
+    it is read again next time."""
+    fresh = tmp_path / "fresh.py"
+    fresh.write_text("x = 1\n")
+    assert cglint("fresh.py", cwd=tmp_path).returncode == 0
+    assert not list((tmp_path / ".cglint_cache").glob("*/quiet/*.json"))
+
+
+def test_a_corrupt_quiet_index_is_ignored_and_rewritten(tmp_path):
+    plain = tmp_path / "plain.py"
+    plain.write_text("x = 1\n")
+    _age(plain)
+    assert cglint("plain.py", cwd=tmp_path).returncode == 0
+    (index,) = (tmp_path / ".cglint_cache").glob("*/quiet/*.json")
+    good = index.read_bytes()
+    index.write_bytes(b"\x00{not json")
+    assert cglint("plain.py", cwd=tmp_path).returncode == 0
+    assert index.read_bytes() == good

@@ -135,3 +135,26 @@ def test_missing_config_file_is_exit_2(project):
 def test_gitignore_style_globs(tmp_path, pattern, path, is_dir, expected):
     settings = config.Settings(root=tmp_path, exclude=(pattern,))
     assert settings.is_excluded(tmp_path / path, is_dir=is_dir, parents=True) is expected
+
+
+def test_exclude_matching_by_name_agrees_with_the_glob_on_the_whole_path(tmp_path):
+    """The exclusion matcher's shortcut (unanchored patterns tested on path components) gives
+    what each glob gives on the whole relative path and its parents."""
+    import itertools
+
+    from cglint.config import Glob, _Matcher
+
+    patterns = [".venv", "build/", "*.pyi", "gen_*", "a?c", "docs/*.py", "**/tests", "x[0-9]", "/top", "sub/dir/"]
+    paths = ["a.py", ".venv/lib/x.py", "pkg/build/m.py", "build", "pkg/m.pyi", "gen_ops.py", "pkg/gen_x/y.py",
+             "abc/d.py", "docs/a.py", "pkg/docs/a.py", "pkg/tests/t.py", "x1/y.py", "top/a.py", "pkg/top/a.py",
+             "sub/dir/a.py", "q/sub/dir/a.py"]
+    for k in (1, 2, 3):
+        for chosen in itertools.combinations(patterns, k):
+            matcher = _Matcher(tmp_path, tuple(chosen))
+            globs = [Glob(p) for p in chosen]
+            for rel, is_dir, parents in itertools.product(paths, (False, True), (False, True)):
+                parts = rel.split("/")
+                candidates = [("/".join(parts[: i + 1]), True) for i in range(len(parts) - 1)] if parents else []
+                candidates.append((rel, is_dir))
+                expected = any(g.matches(p, d) for p, d in candidates for g in globs)
+                assert matcher.matches(str(tmp_path / rel), is_dir, parents) == expected, (chosen, rel, is_dir, parents)
