@@ -403,7 +403,8 @@ def _report(args, settings, results, fixed: int) -> int:
         if order > 1:
             tolerances["order"] = order
         runtime = run_runtime(results, everything=args.runtime == "all", timeout=timeout,
-                              progress=terminal_progress(sites), tolerances=tolerances)
+                              progress=terminal_progress(sites), tolerances=tolerances,
+                              memory_limit=settings.runtime.memory_limit)
     if args.statistics:
         text = statistics.render(results, "json" if args.output_format == "json" else "text", args.unsafe_fixes)
     else:

@@ -14,6 +14,7 @@
     atol = 0.0
     probes = 3                      # random upstream gradients per check
     order = 1                       # 2: second derivatives and JVPs too (--runtime-order)
+    memory-limit = 4096             # MiB per module's child; default half the machine, 0: none
 
 Library entry points (the language server uses them too): `load(start, config_file=None)` ->
 `Settings`; `Settings.with_overrides(...)` for command-line options; `Settings.rules_for(path)`;
@@ -46,7 +47,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 
 _KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime", "baseline",
          "tensorflow-aliases")
-_RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes", "order")
+_RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes", "order", "memory-limit")
 
 
 class ConfigError(ValueError):
@@ -62,6 +63,7 @@ class RuntimeSettings:
     atol: float | None = None
     probes: int = 3
     order: int = 1  # 2: also the second derivative and forward mode (--runtime-order)
+    memory_limit: int | None = None  # MiB per child process; None: the runner's default, 0: none
 
 
 @dataclass(frozen=True)
@@ -309,6 +311,11 @@ def _runtime(table: Any, where: str) -> RuntimeSettings:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"`probes` in {where} must be a positive integer, not {value!r}")
         values["probes"] = value
+    if "memory-limit" in table:
+        value = table["memory-limit"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"`memory-limit` in {where} must be a whole number of MiB (0: no limit), not {value!r}")
+        values["memory_limit"] = value
     return RuntimeSettings(**values)
 
 

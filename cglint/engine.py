@@ -83,6 +83,7 @@ def _lint_source(
         if reduce and scan is not None:
             text, reduced = scan.reduced, True
     rules = rule_classes(CODES if rules is None else rules)
+    parsed = text
     module, problem, text = _parse_libcst(text, tree is not None)
     if module is None:
         if python_error is not None:
@@ -98,9 +99,12 @@ def _lint_source(
     if not reduced and (text != source or "\x0c" in source or source.startswith("\ufeff")):
         # libcst drops a leading BOM and form feeds in indentation: fixes map back (cglint.fix)
         pysource.remember(module, source, text)
-    return analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=not reduced,
-                   unused_noqa=unused_noqa, aliases=aliases,
-                   statement_lines=pysource.statement_lines(tree, text) if tree is not None else None)
+    result = analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=not reduced,
+                     unused_noqa=unused_noqa, aliases=aliases,
+                     statement_lines=pysource.statement_lines(tree, text) if tree is not None else None)
+    if "\x0c" in source and text is not parsed and "\x0c" in parsed:
+        pysource.unlift_columns(result.diagnostics, parsed, text)
+    return result
 
 
 def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = True, full_tree: bool = True,
@@ -177,6 +181,13 @@ def _parse_libcst(text: str, python_accepts: bool) -> tuple[cst.Module | None, t
             return cst.parse_module(untabbed), None, untabbed
         except Exception:  # noqa: BLE001
             pass
+    if python_accepts and "\x0c" in text:  # a form feed opening a nested block (cglint.source)
+        lifted, shifts = pysource.lift_form_feeds(text)
+        if shifts:
+            try:
+                return cst.parse_module(lifted), None, lifted
+            except Exception:  # noqa: BLE001
+                pass
     return None, problem, text
 
 

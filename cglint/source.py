@@ -126,14 +126,43 @@ def parse(text: str) -> tuple[ast.Module | None, PythonError | None]:
             return ast.parse(text), None
     except SyntaxError as exc:
         message = exc.msg or "invalid syntax"
-        nesting = any(n in message for n in _NESTING)
+        # Python stops at its first error: deep nesting after it (or that only libcst reaches,
+        # as after a leading U+FEFF, which libcst skips and Python refuses in a str) must not
+        # reach libcst either.
+        nesting = any(n in message for n in _NESTING) or _too_deep(text)
         line = exc.lineno or 1
         column = max(1, exc.offset or 1)  # counts characters in 3.10+
         return None, PythonError(message, line, column, nesting)
     except (RecursionError, MemoryError):
         return None, PythonError("nesting too deep (Python's parser gives up)", 1, 1, True)
+    except UnicodeEncodeError as exc:  # a lone surrogate: only an editor's buffer can hold one
+        line, column = line_col(text, exc.start)
+        return None, PythonError(f"lone surrogate U+{ord(text[exc.start]):04X} (half of a UTF-16 pair; "
+                                 "no Python file can hold it)", line, column, _too_deep(text))
     except ValueError as exc:  # "source code string cannot contain null bytes"
-        return None, PythonError(str(exc), _nul_line(text), 1, False)
+        return None, PythonError(str(exc), _nul_line(text), 1, _too_deep(text))
+
+
+# Python's tokenizer refuses more than 200 open brackets ("too many nested parentheses");
+# libcst's parser recurses per level and overflows its native stack some way beyond that.
+MAX_BRACKET_DEPTH = 200
+_BRACKET = re.compile(r"[()\[\]{}]")
+
+
+def _too_deep(text: str) -> bool:
+    """Whether brackets (counted everywhere, strings and comments included: an over-estimate,
+    only asked of text Python refuses) ever open deeper than Python allows."""
+    if text.count("(") + text.count("[") + text.count("{") <= MAX_BRACKET_DEPTH:
+        return False
+    depth = 0
+    for m in _BRACKET.finditer(text):
+        if m.group() in "([{":
+            depth += 1
+            if depth > MAX_BRACKET_DEPTH:
+                return True
+        elif depth:
+            depth -= 1
+    return False
 
 
 def statement_lines(tree: ast.Module, text: str) -> list[tuple[int, int]]:
@@ -299,6 +328,47 @@ def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int,
     return spans
 
 
+# ---- form feeds in indentation -------------------------------------------------------------
+
+_FF_INDENT = re.compile(r"[ \t\x0c]*\x0c")
+
+
+def lift_form_feeds(text: str) -> tuple[str, dict[int, int]]:
+    """A form feed in indentation resets Python's column count, so `\\f` + 8 spaces indents
+    by 8; libcst's tokenizer compares indentation as text and refuses such a line when it opens
+    a nested block ("no matching outer block for dedent"). This gives the text with each such
+    line's leading `...\\f` moved, as spaces, to the end of the line before (so every other
+    line and every offset outside those two lines stay where they were), and {line: columns
+    the line's tokens moved left}. `unlift_columns` moves the findings back."""
+    lines = split_lines(text, keepends=True)
+    shifts: dict[int, int] = {}
+    for i in range(1, len(lines)):
+        m = _FF_INDENT.match(lines[i])
+        if m is None or not lines[i][m.end():].strip(" \t\r\n"):
+            continue
+        prev = lines[i - 1]
+        body = prev.rstrip("\r\n")
+        if body.endswith("\\") or body == prev:  # a continuation line: the break must stay
+            continue
+        lines[i - 1] = body + " " * m.end() + prev[len(body):]
+        lines[i] = lines[i][m.end():]
+        shifts[i + 1] = m.end()
+    return "".join(lines), shifts
+
+
+def unlift_columns(diagnostics: list, before: str, after: str) -> None:
+    """Columns of findings on lines `lift_form_feeds(before)` moved, put back where they are
+    in `before` (a no-op unless `after` is that lifted text)."""
+    lifted, shifts = lift_form_feeds(before)
+    if lifted != after:
+        return
+    for d in diagnostics:
+        if d.line in shifts:
+            d.column += shifts[d.line]
+        if d.end_line in shifts:
+            d.end_column += shifts[d.end_line]
+
+
 # ---- from the text libcst parsed back to the source ---------------------------------------
 
 # The source and analysis text of recently parsed modules whose `code` may not be their source
@@ -354,7 +424,40 @@ def splice(source: str, base: str, new: str, analysis: str | None = None) -> tup
         brk = LINE_BREAK.search(source, end_base)
         if brk is not None and brk.group() == "\r":
             text = _LF.sub("\r", text)
+    if "\t" in source and source != analysis and text:
+        text = _tabbed_indentation(source, analysis, start, text)
     return start, end_base, text
+
+
+_INDENT = re.compile(r"[ \t\x0c]*")
+
+
+def _tabbed_indentation(source: str, analysis: str, start: int, text: str) -> str:
+    """Lines a fix writes are indented as libcst saw their block; where libcst was given the
+    block's indenting tabs as spaces (cglint.engine), they get the block's own indentation back,
+    or the fix would mix the two ("unindent does not match"). Raises Unsafe when one indentation
+    libcst saw stands for two different ones on disk."""
+    back: dict[str, str | None] = {}
+    for src_line, ana_line in zip(split_lines(source), split_lines(analysis)):
+        a, b = _INDENT.match(src_line).group(), _INDENT.match(ana_line).group()
+        if b and src_line[len(a):].strip():  # indentation as libcst saw it -> as it is on disk
+            back[b] = a if back.get(b, a) == a else None
+    if all(a == b for b, a in back.items()):
+        return text
+    parts = LINE_BREAK.split(text)
+    breaks = LINE_BREAK.findall(text)
+    at_line_start = start == 0 or source[start - 1] in "\r\n"
+    for i, part in enumerate(parts):
+        if i == 0 and not at_line_start:
+            continue
+        indent = _INDENT.match(part).group()
+        key = max((k for k in back if indent.startswith(k)), key=len, default=None)
+        if key is None:
+            continue
+        if back[key] is None:
+            raise Unsafe("the fix writes into a block indented differently on disk than libcst saw it")
+        parts[i] = back[key] + part[len(key):]
+    return "".join(p + b for p, b in zip(parts, breaks + [""]))
 
 
 _LF = re.compile(r"(?<!\r)\n")

@@ -13,7 +13,9 @@ overlap; fixes compile and are idempotent; `--add-noqa` suppresses what it says)
   share of the examples, default 5%: generating them is slow).
 
 Each failing input is written to `--out` (default: a temporary directory) with the property it
-broke; the summary ends with `programs tried: N, failures: F`. Exit status 1 when F > 0.
+broke as soon as it is found (a worker writes it before going on), and progress is printed every
+`--progress` inputs, so a killed run loses nothing it found; the summary ends with
+`programs tried: N, failures: F`. Exit status 1 when F > 0.
 Every failure found so far is a regression test in tests/test_robustness_parse.py.
 """
 
@@ -21,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import multiprocessing
+import concurrent.futures
 import random
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,29 +38,139 @@ sys.path.insert(0, str(ROOT))
 from tests.fuzz import harness  # noqa: E402
 
 
-def _mutation_batch(args: tuple[int, int]) -> list[tuple[str, str, list[str], str]]:
-    seed, count = args
+def _save(out: Path, tag: str, failure: tuple[str, str, list[str], str]) -> None:
+    """One failing input, written the moment it is found: `<prop>-<tag>.py` (the source, exactly)
+    and `<prop>-<tag>.txt` (what broke, which mutations), the .txt last so a .txt means complete."""
+    prop, message, names, source = failure
+    (out / f"{prop}-{tag}.py").write_bytes(source.encode("utf-8", "surrogatepass"))
+    (out / f"{prop}-{tag}.txt").write_text(f"{message}\nmutations: {', '.join(names)}\n", encoding="utf-8")
+    print(f"  FAILURE {prop}-{tag}: {message[:150]!r} ({', '.join(names)})", file=sys.stderr, flush=True)
+
+
+def _inflight(out: str, seed: int) -> Path:
+    return Path(out, f".inflight-{seed}")
+
+
+def _check_one(source: str, data: bytes | None) -> None:
+    if data is not None:
+        harness.check_bytes(data)
+    else:
+        harness.check(source)
+
+
+def _inputs(seed: int, count: int):
+    """The batch's inputs, (source, bytes or None, mutation names), the same for the same seed."""
     r = random.Random(seed)
     seeds = harness.seeds()
-    failures = []
-    for i in range(count):
+    for _ in range(count):
         source, names = harness.mutate(r.choice(seeds), r)
+        data = None
+        if r.random() < 0.1:  # through the decoder, with a coding cookie
+            encoding = r.choice(["latin-1", "utf-16", "utf-8"])
+            data = (f"# -*- coding: {encoding} -*-\n" + source).encode(encoding, "replace")
+            names.append(f"encoded-{encoding}")
+        yield source, data, names
+
+
+def _mutation_batch(args: tuple[int, int, int, str]) -> tuple[list[tuple[str, str, list[str], str]], float]:
+    """Checks inputs `start`..`count` of the batch `seed`. Before each check the input is written
+    to `.inflight-<seed>` in `out`: if the process dies (a segfault in a parser, the run killed),
+    the parent (or the next run's reader) knows exactly which input it was on."""
+    seed, count, start, out = args
+    failures = []
+    slowest = 0.0
+    marker = _inflight(out, seed)
+    for i, (source, data, names) in enumerate(_inputs(seed, count)):
+        if i < start:
+            continue
+        marker.write_bytes(f"{i}\n{','.join(names)}\n".encode() + source.encode("utf-8", "surrogatepass"))
+        before = len(failures)
+        t0 = time.perf_counter()
         try:
-            if r.random() < 0.1:  # through the decoder, with a coding cookie
-                encoding = r.choice(["latin-1", "utf-16", "utf-8"])
-                data = (f"# -*- coding: {encoding} -*-\n" + source).encode(encoding, "replace")
-                names.append(f"encoded-{encoding}")
-                harness.check_bytes(data)
-            else:
-                harness.check(source)
+            _check_one(source, data)
         except harness.PropertyFailed as exc:
             failures.append((exc.prop, str(exc), names, source))
         except Exception as exc:  # noqa: BLE001 - the harness itself must not hide one
             failures.append(("harness", f"{type(exc).__name__}: {exc}", names, source))
-    return failures
+        slowest = max(slowest, time.perf_counter() - t0)
+        if len(failures) > before:
+            _save(Path(out), f"s{seed}-{i:03d}", failures[-1])
+    marker.unlink(missing_ok=True)
+    return failures, slowest
 
 
-def _generated(count: int, seed: int) -> tuple[int, list[tuple[str, str, list[str], str]]]:
+def _crashes_alone(seed: int, count: int, index: int) -> int | None:
+    """Re-runs one input of a batch in a fresh interpreter: its exit status if it kills the
+    process (a negative number is the signal), None if it passes there."""
+    code = (f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'scripts')!r}]; import fuzz\n"
+            f"for i, (s, d, n) in enumerate(fuzz._inputs({seed}, {count})):\n"
+            f"    if i == {index}:\n"
+            f"        try: fuzz._check_one(s, d)\n"
+            f"        except Exception: pass\n"
+            f"        break\n")
+    rc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    return rc if rc != 0 else None
+
+
+def _run_mutations(batches: list[tuple[int, int, int, str]], jobs: int, out: Path, failures: list,
+                   progress: int, start: float) -> float:
+    """Runs every batch, `jobs` at a time, in worker processes. A worker that dies takes the
+    pool with it: the input it was on is re-run alone, recorded as a `crash` failure if it
+    crashes there too, and every unfinished batch goes on from where it was."""
+    total = sum(b[1] for b in batches)
+    done = last = 0
+    slowest = 0.0
+    todo = list(batches)
+    while todo:
+        pending = {}
+        with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+            pending = {pool.submit(_mutation_batch, b): b for b in todo}
+            todo = []
+            broken = False
+            for fut in concurrent.futures.as_completed(pending):
+                batch = pending[fut]
+                try:
+                    batch_failures, batch_slowest = fut.result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    broken = True
+                    todo.append(batch)
+                    continue
+                failures += batch_failures
+                slowest = max(slowest, batch_slowest)
+                done += batch[1] - batch[2]
+                if done - last >= progress or done == total:
+                    last = done
+                    print(f"  {done}/{total} mutations, {len(failures)} failures, {time.time() - start:.0f} s",
+                          file=sys.stderr, flush=True)
+            if not broken:
+                break
+        resumed = []
+        for seed, count, begin, where in sorted(todo):
+            marker = _inflight(where, seed)
+            if not marker.exists():
+                resumed.append((seed, count, begin, where))
+                continue
+            index_line, names_line, source = marker.read_bytes().split(b"\n", 2)
+            index = int(index_line)
+            done += index - begin
+            rc = _crashes_alone(seed, count, index)
+            if rc is None:  # killed with the pool, not by its input: check it again
+                resumed.append((seed, count, index, where))
+                continue
+            how = f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"
+            failure = ("crash", f"the process {how}", names_line.decode().split(","),
+                       source.decode("utf-8", "surrogatepass"))
+            failures.append(failure)
+            _save(out, f"s{seed}-{index:03d}", failure)
+            done += 1
+            marker.unlink()
+            if index + 1 < count:
+                resumed.append((seed, count, index + 1, where))
+        todo = resumed
+    return slowest
+
+
+def _generated(count: int, seed: int, out: Path, progress: int, start: float) -> tuple[int, list[tuple[str, str, list[str], str]]]:
     try:
         import hypothesmith
         from hypothesis import HealthCheck, given, settings
@@ -76,6 +190,10 @@ def _generated(count: int, seed: int) -> tuple[int, list[tuple[str, str, list[st
             harness.check(source)
         except harness.PropertyFailed as exc:
             failures.append((exc.prop, str(exc), ["generated"], source))
+            _save(out, f"g{seed}-{tried[0]:05d}", failures[-1])
+        if tried[0] % progress == 0:
+            print(f"  {tried[0]}/{count} generated, {len(failures)} failures, {time.time() - start:.0f} s",
+                  file=sys.stderr, flush=True)
 
     run()
     return tried[0], failures
@@ -88,42 +206,40 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--generated", type=float, default=0.05, help="share of generated programs (default 0.05)")
     p.add_argument("--out", help="directory for failing inputs (default: a temporary directory)")
+    p.add_argument("--progress", type=int, default=500, help="print progress every N inputs (default 500)")
     args = p.parse_args(argv)
     out = Path(args.out or tempfile.mkdtemp(prefix="cglint-fuzz-"))
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
+    print(f"failing inputs go to {out} as they are found", file=sys.stderr, flush=True)
 
     seeds = harness.seeds()
     failures: list[tuple[str, str, list[str], str]] = []
-    for source in seeds:
+    for i, source in enumerate(seeds):
         try:
             harness.check(source)
         except harness.PropertyFailed as exc:
             failures.append((exc.prop, str(exc), ["as-is"], source))
+            _save(out, f"seed-{i:04d}", failures[-1])
     tried = len(seeds)
+    print(f"  {tried} examples and fixtures as they are, {len(failures)} failures, {time.time() - start:.0f} s",
+          file=sys.stderr, flush=True)
     generated = int(args.examples * args.generated)
     mutations = max(0, args.examples - tried - generated)
-    batches = [(args.seed * 1_000_003 + i, min(100, mutations - i * 100)) for i in range((mutations + 99) // 100)]
-    done = 0
-    with multiprocessing.Pool(args.jobs) as pool:
-        for batch_failures in pool.imap_unordered(_mutation_batch, batches):
-            failures += batch_failures
-            done += 100
-            if done % 1000 == 0:
-                print(f"  {min(done, mutations)} mutations, {len(failures)} failures, {time.time() - start:.0f} s",
-                      file=sys.stderr, flush=True)
+    size = 20  # small batches: progress is fine-grained and a worker's memory stays fresh
+    batches = [(args.seed * 1_000_003 + i, min(size, mutations - i * size), 0, str(out))
+               for i in range((mutations + size - 1) // size)]
+    slowest = _run_mutations(batches, args.jobs, out, failures, args.progress, start)
     tried += mutations
     if generated:
-        n, gen_failures = _generated(generated, args.seed)
+        n, gen_failures = _generated(generated, args.seed, out, max(1, args.progress // 10), start)
         tried += n
         failures += gen_failures
 
     by_prop = collections.Counter(f[0] for f in failures)
-    for i, (prop, message, names, source) in enumerate(sorted(failures, key=lambda f: (f[0], len(f[3])))):
-        (out / f"{prop}-{i:04d}.py").write_text(source, encoding="utf-8", errors="surrogatepass")
-        (out / f"{prop}-{i:04d}.txt").write_text(f"{message}\nmutations: {', '.join(names)}\n")
     for prop, n in sorted(by_prop.items()):
         print(f"  {prop}: {n}  (e.g. {next(f[1] for f in failures if f[0] == prop)[:150]})")
+    print(f"slowest mutation: {slowest:.1f} s")
     print(f"programs tried: {tried} ({len(seeds)} examples and fixtures, {mutations} mutations, "
           f"{tried - len(seeds) - mutations} generated), failures: {len(failures)}, "
           f"{time.time() - start:.0f} s; failing inputs in {out}")

@@ -101,6 +101,7 @@ def test_config_file_option_reads_cglint_toml_at_top_level(project):
     ('[tool.cglint.runtime]\ntimeout = -1\n', "`timeout` in [tool.cglint].runtime in {}pyproject.toml must be positive"),
     ('[tool.cglint.runtime]\nprobes = 1.5\n', "`probes` in [tool.cglint].runtime in {}pyproject.toml must be a positive integer"),
     ('[tool.cglint.runtime]\norder = 3\n', "`order` in [tool.cglint].runtime in {}pyproject.toml must be 1 or 2, not 3"),
+    ('[tool.cglint.runtime]\nmemory-limit = "2GB"\n', "`memory-limit` in [tool.cglint].runtime in {}pyproject.toml must be a whole number of MiB (0: no limit), not '2GB'"),
     ('[tool.cglint.runtime]\nseed = 1\n', "unknown key `seed` in [tool.cglint].runtime in {}pyproject.toml"),
     ('select = [\n', "{}pyproject.toml: invalid TOML"),
 ])

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +55,28 @@ def test_deep_parentheses_are_cg000_where_python_says_not_a_segfault(tmp_path):
     run = run_cli("--output-format", "concise", ".", cwd=tmp_path)  # the process survives
     assert run.returncode == 1, run.stderr
     assert "deep.py:5:209: CG000" in run.stdout and "ok.py:6:31: CG005" in run.stdout
+
+
+def test_deep_parentheses_after_an_earlier_error_are_cg000_not_a_segfault(tmp_path):
+    """Found by the long fuzz run (a U+FEFF mutation + deep nesting): Python stops at its first
+    error ("invalid non-printable character U+FEFF" on line 1), so it never says "too many
+    nested parentheses"; libcst skips a leading U+FEFF, read on and crashed (SIGSEGV) on the
+    nesting. Whatever Python's first error, text nested deeper than Python allows never reaches
+    libcst. (Errors Python's parser finds only after the whole parse, `f(**a, *b)`, `del f()`,
+    come after its tokenizer's nesting error: line 6.)"""
+    deep = HEAD + "@tf.custom_gradient\ndef op(x):\n    return " + "(" * 3000 + "x" + ")" * 3000 + ", lambda dy: dy\n"
+    cases = {"bom.py": b"\xef\xbb\xbf" * 2 + deep.encode(),  # the file's BOM, then U+FEFF in the text
+             "unpacking.py": b"f(**a, *b)\n" + deep.encode(),
+             "delete.py": b"del f()\n" + deep.encode()}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "ok.py").write_text(HEAD + SITE)
+    run = run_cli("--output-format", "json", ".", cwd=tmp_path)
+    assert run.returncode == 1, (run.returncode, run.stderr)
+    found = {(Path(d["path"]).name, d["line"], d["code"]) for d in json.loads(run.stdout)["diagnostics"]}
+    assert found == {("bom.py", 1, "CG000"), ("unpacking.py", 6, "CG000"), ("delete.py", 6, "CG000"),
+                     ("ok.py", 6, "CG005")}
+    assert diags("\ufeff" + deep)[0][:3] == (1, 1, "CG000")  # the text API (editors) too
 
 
 @pytest.mark.parametrize("kind", ["unary", "subscript", "binop", "call", "ifexp"])
@@ -202,3 +225,49 @@ def test_nesting_python_accepts_in_a_lambda_is_no_false_cg000():
     compile(source, "m.py", "exec")
     assert "CG000" not in [d[2] for d in diags(source)]
     assert diags(source) == diags(source, reduce=True)
+
+
+def test_a_lone_surrogate_is_cg000_where_it_is():
+    """Only an editor's buffer can hold half a UTF-16 pair (no file decodes to one): CG000 at it,
+    naming it, not a codec message at 1:1."""
+    source = HEAD + SITE.replace("tf.math.tan(x)", 'tf.math.tan(x)  # "\ud83d"')
+    (d,) = engine.lint_source(source, "m.py").diagnostics
+    assert (d.line, d.column, d.code) == (5, 28, "CG000")
+    assert d.message == "cannot parse: lone surrogate U+D83D (half of a UTF-16 pair; no Python file can hold it)"
+
+
+@pytest.mark.parametrize("feed", ["\x0c", "  \x0c", "\x0c\x0c"])
+def test_a_form_feed_opening_a_nested_block_is_analysed_where_python_puts_it(feed):
+    """Found by the long fuzz run: a form feed at the start of the first line of a nested block
+    (Python resets its indentation count there) made libcst's tokenizer refuse a file Python
+    compiles ("not analysed"). The finding is where it is on disk, and the fix keeps the feed."""
+    base = ("import tensorflow as tf\n\n\n@tf.custom_gradient\ndef op(x):\n    y = tf.math.tan(x)\n\n"
+            "    def grad(dy):\n{}        return dy * tf.math.cos(y)\n\n    return y, grad\n")
+    source = base.format(feed)
+    compile(source, "m.py", "exec")
+    plain = [(d.line, d.column, d.end_line, d.end_column, d.code) for d in engine.lint_source(base.format(""), "m.py").diagnostics]
+    assert plain == [(9, 21, 9, 35, "CG005")]
+    for reduce in (False, True):
+        result = engine.lint_source(source, "m.py", reduce=reduce)
+        assert not result.warnings
+        assert [(d.line, d.column, d.end_line, d.end_column, d.code) for d in result.diagnostics] == \
+            [(9, 21 + len(feed), 9, 35 + len(feed), "CG005")]
+    fixed = fix.fix_source(source, "m.py", unsafe=True)
+    assert fixed.new_source == source.replace("cos(y)", "cos(x)")
+
+
+def test_a_fix_in_a_tab_indented_block_keeps_the_blocks_indentation():
+    """Found by the long fuzz run: libcst is given indenting tabs as spaces (it compares tab
+    and space indentation differently from Python); a fix that adds a statement to such a block
+    wrote its lines with the spaces, next to the block's tab, and the result did not compile."""
+    source = ("import tensorflow as tf\n\nw = tf.Variable([[1.0, 2.0], [3.0, 4.0]])\nb = tf.Variable([0.5, -0.5])\n\n\n"
+              "@tf.custom_gradient\ndef dense(x):\n    def grad(dy, variables=None):\n"
+              "\t    return dy @ tf.transpose(w), [tf.transpose(x) @ dy, tf.reduce_sum(dy, 0)]\n\n"
+              "    return x @ w + b, grad\n")
+    compile(source, "m.py", "exec")
+    assert [d.code for d in engine.lint_source(source, "m.py").diagnostics] == ["CG006"]
+    fixed = fix.fix_source(source, "m.py", unsafe=True)
+    assert fixed.changed
+    compile(fixed.new_source, "m.py", "exec")
+    assert "\t    grads_by_variable = {w.ref(): tf.transpose(x) @ dy, b.ref(): tf.reduce_sum(dy, 0)}\n" \
+        "\t    return dy @ tf.transpose(w), [grads_by_variable[v.ref()] for v in variables]\n" in fixed.new_source

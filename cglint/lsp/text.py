@@ -70,6 +70,25 @@ class LineIndex:
         line = self.line(position.line)
         return self.starts[position.line] + code_points(line, position.character, encoding)
 
+    def unit_offset(self, position: Position) -> tuple[int, bool]:
+        """`offset` for UTF-16 positions, exact: (offset, True) when the position falls between
+        the two code units of the astral character at `offset`."""
+        if position.line >= len(self.starts):
+            return len(self.text), False
+        if position.line < 0:
+            return 0, False
+        start = self.starts[position.line]
+        line = self.line(position.line)
+        seen = 0
+        for i, char in enumerate(line):
+            if seen >= position.character:
+                return start + i, False
+            width = 2 if ord(char) > 0xFFFF else 1
+            if seen + width > position.character:
+                return start + i, True
+            seen += width
+        return start + len(line), False
+
     def position(self, offset: int, encoding: str) -> Position:
         offset = max(0, min(offset, len(self.text)))
         number = bisect_right(self.starts, offset) - 1
@@ -89,12 +108,40 @@ class LineIndex:
 
 
 def apply_change(text: str, start: Position, end: Position, new_text: str, encoding: str) -> str:
-    """An incremental `didChange` applied to `text`."""
+    """An incremental `didChange` applied to `text`. In UTF-16 a position may fall between the
+    two halves of a surrogate pair: the edit splits the pair there, as it does in the client's
+    own (UTF-16) text, and halves that meet again make one character again; rounding the
+    position instead would leave server and client holding different texts from then on."""
     index = LineIndex(text)
-    a, b = index.offset(start, encoding), index.offset(end, encoding)
-    if b < a:
-        a, b = b, a
-    return text[:a] + new_text + text[b:]
+    if encoding != UTF16 or text.isascii():
+        a, b = index.offset(start, encoding), index.offset(end, encoding)
+        if b < a:
+            a, b = b, a
+        return text[:a] + new_text + text[b:]
+    (a, a_half), (b, b_half) = index.unit_offset(start), index.unit_offset(end)
+    if (b, b_half) < (a, a_half):
+        (a, a_half), (b, b_half) = (b, b_half), (a, a_half)
+    head, tail = text[:a], text[b:]
+    if a_half:  # keep the high surrogate of the character the edit starts inside
+        head += _halves(text[a])[0]
+    if b_half:  # and the low surrogate of the one it ends inside
+        tail = _halves(text[b])[1] + tail[1:]
+    # Rejoin at the seams: a high surrogate followed by a low one is one character.
+    left, right = (head[-1:] if _is_surrogate(head[-1:]) else ""), (tail[:1] if _is_surrogate(tail[:1]) else "")
+    middle = left + new_text + right
+    if left or right or not middle.isascii():
+        middle = middle.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return head[: len(head) - len(left)] + middle + tail[len(right):]
+
+
+def _halves(char: str) -> tuple[str, str]:
+    """The two surrogates of an astral character, as two code points."""
+    value = ord(char) - 0x10000
+    return chr(0xD800 + (value >> 10)), chr(0xDC00 + (value & 0x3FF))
+
+
+def _is_surrogate(char: str) -> bool:
+    return len(char) == 1 and 0xD800 <= ord(char) <= 0xDFFF
 
 
 def line_edit(old: str, new: str) -> tuple[int, int, str] | None:

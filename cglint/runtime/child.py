@@ -24,6 +24,43 @@ def skipped(detail: str, seed: int) -> dict:
     return GradientReport.skipped(detail, seed).to_dict()
 
 
+def limit_memory(mib: int) -> None:
+    """Caps the process's data segment (RLIMIT_DATA: heap and private writable mappings, where
+    NumPy arrays and TensorFlow's CPU tensors live) at `mib` MiB; 0 leaves it alone. Not the
+    address space (RLIMIT_AS): TensorFlow maps well over a gigabyte of libraries and reserves
+    address space per thread, which would fail on a many-core machine long before memory runs
+    out. Past the limit an allocation fails inside the module (MemoryError, or TensorFlow's
+    ResourceExhaustedError) instead of the machine swapping or the OOM killer choosing."""
+    if mib <= 0:
+        return
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = mib << 20
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft == resource.RLIM_INFINITY or limit < soft:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+# What running out of memory looks like from Python and from TensorFlow's allocator.
+_OUT_OF_MEMORY = ("MemoryError", "ResourceExhaustedError", "OOM when allocating")
+
+
+def _memory_reason(detail: str, mib: int) -> str:
+    limit = f"the runtime memory limit ({mib} MiB, `memory-limit` in [tool.cglint.runtime])" if mib > 0 else "memory"
+    return f"out of memory: the module exhausted {limit}; {detail}"
+
+
+def _out_of_memory(result: dict, mib: int) -> dict:
+    """A check that ran out of memory says so: `skipped`, never an `error` verdict (the
+    gradient was not shown wrong) nor a vague "forward raised"."""
+    detail = result.get("detail") or ""
+    if result.get("verdict") in ("error", "skipped") and any(m in detail for m in _OUT_OF_MEMORY):
+        return {**result, "verdict": "skipped", "detail": _memory_reason(detail, mib)}
+    return result
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"module called sys.exit({exc.code!r})"
@@ -198,13 +235,17 @@ def main(argv: list[str]) -> int:
 
     seed = int(request.get("seed", 0))
     path = request["module_path"]
+    mib = int(request.get("memory_limit_mib", 0))
     try:
+        limit_memory(mib)
         import tensorflow  # noqa: F401 - paid before the user's import, not inside its timeout story
 
         source = Path(path).read_text(encoding="utf-8", errors="replace")
         module = import_by_path(path)
     except BaseException as e:  # SystemExit and KeyboardInterrupt included: report, don't die
-        failure = {"import_failed": _reason(e)}
+        reason = _reason(e)
+        failure = {"import_failed": _memory_reason(reason, mib) if isinstance(e, MemoryError) or any(
+            m in reason for m in _OUT_OF_MEMORY) else reason}
         try:
             raised_in = _functions_in_traceback(e, path)
             if raised_in:
@@ -219,7 +260,7 @@ def main(argv: list[str]) -> int:
             result = check_one(module, source, req, seed)
         except BaseException as e:
             result = skipped(f"the check itself failed: {_reason(e)}", seed)
-        emit({"index": i, "result": result})
+        emit({"index": i, "result": _out_of_memory(result, mib)})
     return 0
 
 

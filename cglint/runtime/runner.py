@@ -31,8 +31,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+def default_memory_limit() -> int:
+    """MiB for one child: half the machine's memory, at least 2 GiB (TensorFlow itself takes
+    about 300 MiB of the data segment the limit counts; see child.limit_memory)."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") >> 20
+    except (ValueError, OSError, AttributeError):
+        return 4096
+    return max(2048, total // 2)
+
+
 def run_module_checks(module_path: str, functions: list[dict], timeout: float = 60.0,
-                      seed: int = 0, cwd: str | None = None) -> list[dict]:
+                      seed: int = 0, cwd: str | None = None, memory_limit: int | None = None) -> list[dict]:
     """Checks `functions` of the module at `module_path` in one child process.
 
     Each entry of `functions` is a dict with `function` (qualified name: `op`, `Class.method`)
@@ -40,13 +50,17 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
     side found, for the input search), `intentional`, `rtol`, `atol`, and any keys the caller
     wants echoed back (`line`, ...). Returns one dict per entry, in order: the entry's own keys
     plus `path`, `verdict`, `reference`, `max_rel_error`, `detail`, `seed`, `args`, `inputs`.
-    The child runs in `cwd` (default: the module's directory).
+    The child runs in `cwd` (default: the module's directory), its memory capped at
+    `memory_limit` MiB (default `default_memory_limit()`, 0: no cap): a module that exhausts it
+    costs its own functions `skipped` with a reason that says so.
     """
+    memory_limit = default_memory_limit() if memory_limit is None else memory_limit
     functions = list(functions)
     with tempfile.TemporaryDirectory(prefix="cglint-") as tmp:
         req_path, res_path = Path(tmp, "request.json"), Path(tmp, "results.jsonl")
         req_path.write_text(json.dumps({"module_path": str(Path(module_path).resolve()),
-                                        "functions": functions, "seed": seed}))
+                                        "functions": functions, "seed": seed,
+                                        "memory_limit_mib": memory_limit}))
         res_path.touch()
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": os.pathsep.join(

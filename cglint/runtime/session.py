@@ -35,12 +35,13 @@ def run_runtime(
     timeout: float = 120.0,
     progress: "ModuleProgress | Callable[[str], None] | None" = None,
     tolerances: dict | None = None,
+    memory_limit: int | None = None,
 ) -> list[dict]:
     """Checks the flagged functions (every site with `everything`) and returns the top-level
     `runtime` list; each diagnostic of a checked function gets its `runtime` summary.
     `tolerances` (`rtol`, `atol`, `probes` from `[tool.cglint.runtime]`) go to every check.
     `progress` is a `ModuleProgress` (see `terminal_progress`) or a callable given one line per
-    module checked."""
+    module checked. `memory_limit` (MiB) caps each module's child (see `run_module_checks`)."""
     jobs: list[tuple[FileResult, list[Planned]]] = []
     for result in results:
         planned = plan_file(result, everything)
@@ -60,9 +61,10 @@ def run_runtime(
             from cglint.notebook import as_module
 
             with as_module(result) as (module_path, cwd):
-                verdicts = run_module_checks(module_path, requests, timeout=timeout, cwd=cwd)
+                verdicts = run_module_checks(module_path, requests, timeout=timeout, cwd=cwd,
+                                             memory_limit=memory_limit)
         else:
-            verdicts = run_module_checks(result.path, requests, timeout=timeout)
+            verdicts = run_module_checks(result.path, requests, timeout=timeout, memory_limit=memory_limit)
         by_plan = dict(zip(map(id, reachable), verdicts))
         pairs = []
         for p in planned:

@@ -4,6 +4,7 @@ module affects only itself; static mode never imports or executes linted code.
 
 All children run concurrently from one fixture: each pays a TensorFlow import."""
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -68,3 +69,50 @@ def test_static_mode_never_imports_the_linted_code(tmp_path):
                              capture_output=True, text=True)
         assert "Traceback" not in run.stderr
     assert not marker.exists()
+
+
+# A memo that never forgets, in the forward; lookup tables built at import. Both allocate in a
+# loop until the child's memory limit stops them (np.zeros: the pages are not written, so without
+# a limit the loop ends at 64 GiB of address space, not with the machine out of memory).
+LEAKY_FORWARD = '''
+import numpy as np
+import tensorflow as tf
+
+_seen = []
+
+
+@tf.custom_gradient
+def op(x):
+    while len(_seen) < 256:
+        _seen.append(np.zeros(1 << 25))  # 256 MiB a step
+    y = tf.math.tan(x)
+
+    def grad(dy):
+        return dy * (1.0 + y * y)
+
+    return y, grad
+'''
+LEAKY_IMPORT = "import numpy as np\n\nTABLES = []\nwhile len(TABLES) < 256:\n    TABLES.append(np.zeros(1 << 25))\n" + SITE
+WRONG = SITE.replace("1.0 + y * y", "tf.cos(y)")
+
+
+def test_a_module_that_exhausts_the_memory_limit_is_skipped_and_its_neighbours_get_verdicts(tmp_path):
+    """`memory-limit` in [tool.cglint.runtime] caps each module's child (RLIMIT_DATA): the
+    module that runs out of memory, in its forward or at import, is one `skipped` saying so
+    (not an `error`: its gradient was never shown wrong); the others are checked as usual."""
+    (tmp_path / "pyproject.toml").write_text("[tool.cglint.runtime]\nmemory-limit = 1536\n")
+    for name, src in {"good": SITE, "wrong": WRONG, "leaky": LEAKY_FORWARD, "tables": LEAKY_IMPORT}.items():
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(src))
+    run = subprocess.run([sys.executable, "-m", "cglint", "--runtime=all", "--output-format", "json", "."],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in run.stderr, run.stderr
+    verdicts = {r["path"]: r for r in json.loads(run.stdout)["runtime"]}
+    assert verdicts["good.py"]["verdict"] == "match", verdicts["good.py"]
+    assert verdicts["wrong.py"]["verdict"] == "mismatch", verdicts["wrong.py"]
+    for name in ("leaky.py", "tables.py"):
+        assert verdicts[name]["verdict"] == "skipped", verdicts[name]
+        assert "out of memory: the module exhausted the runtime memory limit (1536 MiB" in verdicts[name]["detail"]
+        assert "MemoryError" in verdicts[name]["detail"]
+    assert verdicts["tables.py"]["detail"].startswith("import failed: out of memory")
+    assert run.returncode == 1  # the mismatch
+
