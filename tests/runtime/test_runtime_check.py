@@ -225,8 +225,10 @@ def test_straight_through_clipping_reversal_are_intentional():
     assert r.verdict == "intentional" and "clipping" in r.detail, r.detail
     r = check_gradient(reversed_, x)
     assert r.verdict == "intentional" and "reversal" in r.detail, r.detail
+    # Every gradient of a tan layer negated is not a reversal layer (those wrap an identity
+    # forward) but a sign error: a mismatch that says so.
     r = check_gradient(dense_tan("reversal"), x_for())
-    assert r.verdict == "intentional" and "reversal" in r.detail, r.detail
+    assert r.verdict == "mismatch" and "a sign error?" in r.detail, r.detail
 
 
 def test_declared_intentional_turns_mismatch_into_intentional():
@@ -274,9 +276,15 @@ def test_report_json_and_assert_helper():
     with pytest.raises(AssertionError, match="off by"):
         assert_gradient_matches(dense_tan("cos(y)"), x_for())
     assert_gradient_matches(dense_tan("correct"), x_for())
+    @tf.custom_gradient
+    def reverse(x):
+        return tf.identity(x), lambda dy: -dy
+
     with pytest.raises(AssertionError):
-        assert_gradient_matches(dense_tan("reversal"), x_for())
-    assert_gradient_matches(dense_tan("reversal"), x_for(), allow_intentional=True)
+        assert_gradient_matches(reverse, x_for())
+    assert_gradient_matches(reverse, x_for(), allow_intentional=True)
+    with pytest.raises(AssertionError, match="sign error"):
+        assert_gradient_matches(dense_tan("reversal"), x_for(), allow_intentional=True)
 
 
 def test_non_trainable_variables_need_no_variables_parameter():
