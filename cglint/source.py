@@ -266,7 +266,11 @@ def _long_statements(tree: ast.Module, offsets: _Offsets):
     todo = list(tree.body)
     while todo:
         stmt = todo.pop()
-        if offsets(stmt.end_lineno, stmt.end_col_offset) - offsets(stmt.lineno, stmt.col_offset) < _GATE_CHARS:
+        # A def's or class's decorators stand before its `lineno`: they count to its length.
+        first = min(((d.lineno, d.col_offset) for d in getattr(stmt, "decorator_list", ())),
+                    default=(stmt.lineno, stmt.col_offset))
+        first = min(first, (stmt.lineno, stmt.col_offset))
+        if offsets(stmt.end_lineno, stmt.end_col_offset) - offsets(*first) < _GATE_CHARS:
             continue
         yield stmt
         for name in ("body", "orelse", "finalbody", "handlers", "cases"):

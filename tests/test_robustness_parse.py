@@ -96,6 +96,20 @@ def test_deep_expressions_python_accepts_are_linted_quickly(kind):
     assert expr in fixed and "tf.math.cos(x)" in fixed
 
 
+def test_a_deep_decorator_is_stubbed_too():
+    """Found by the long fuzz run (seed 7): a decorator 1,000 subscripts deep before
+    `.custom_gradient`. The statement's length was measured from the `def` line, without its
+    decorators, so the expression was never stubbed and the model's walk ran out of stack:
+    a false CG000 "nesting too deep" on a file Python compiles."""
+    source = HEAD + "@(tf" + "[0]" * 1000 + ").custom_gradient\ndef op(x):\n    y = tf.math.tan(x)\n" \
+        "    return y, lambda dy: dy * tf.math.cos(y)\n\n\n" \
+        "@tf.custom_gradient\ndef op2(x):\n    y = tf.math.tan(x)\n    return y, lambda dy: dy * tf.math.cos(y)\n"
+    compile(source, "m.py", "exec")
+    line = source.splitlines().index("def op2(x):") + 1
+    for reduce in (False, True):
+        assert codes_at(source, reduce) == [(line + 2, "CG005")], codes_at(source, reduce)
+
+
 def test_huge_literal_is_stubbed_for_libcst_and_kept_by_fixes():
     table = "TABLE = [" + "0.5, " * 50_000 + "]\n"
     source = HEAD + table + SITE
