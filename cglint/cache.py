@@ -79,9 +79,11 @@ class Cache:
 
     # -- lookups -------------------------------------------------------------------------
 
-    def _entry(self, path: str) -> Path:
+    def _entry(self, path: str, full: bool) -> Path:
+        # Results of the full parse (JSON's fix edits) and of the reduced one live side by side:
+        # a project linted in text by pre-commit and in JSON by CI keeps both warm.
         name = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()
-        return self.directory / f"{name}.json"
+        return self.directory / f"{name}{'-full' if full else ''}.json"
 
     def _file_key(self, codes: Iterable[Any], full: bool) -> str:
         # `full`: made from the whole tree, so fixes carry their text edits (JSON output).
@@ -90,7 +92,7 @@ class Cache:
     def get(self, path: str, source: str, codes: Iterable[Any], full: bool = False) -> FileResult | None:
         """The cached result for `path` with this text and these codes, or None."""
         try:
-            with open(self._entry(path), "rb") as fh:
+            with open(self._entry(path, full), "rb") as fh:
                 entry = json.loads(fh.read())
             if (entry.get("key") != self._file_key(codes, full) or entry.get("content") != _digest(source)):
                 raise LookupError
@@ -108,7 +110,7 @@ class Cache:
                  "warnings": list(result.warnings), "diagnostics": [_stored(d, result) for d in result.diagnostics]}
         try:
             self._prepare()
-            _write_atomic(self._entry(path), json.dumps(entry, separators=(",", ":")).encode())
+            _write_atomic(self._entry(path, full), json.dumps(entry, separators=(",", ":")).encode())
         except OSError:
             pass  # a read-only or full disk makes the cache useless, never the run wrong
 

@@ -83,10 +83,19 @@ def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module
 _VARIABLE_WORDS = ("Variable", "add_weight", "get_variable")
 
 
+_WORD = re.compile(r"\w+")
+
+
 def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
     lines = pysource.split_lines(source, keepends=True)
     keep = [False] * (len(lines) + 1)
-    words = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(needles | {"custom_gradient"}))))
+    wanted = needles | {"custom_gradient"}
+
+    def mentions(text: str) -> bool:
+        # A needle as a whole word: one of the text's maximal runs of word characters. (One
+        # regex alternating all needles costs O(needles) per character: quadratic in sites.)
+        return not wanted.isdisjoint(_WORD.findall(text))
+
 
     def span(stmt: ast.stmt) -> tuple[int, int]:
         first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
@@ -104,7 +113,7 @@ def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
             isinstance(inner, (ast.Import, ast.ImportFrom)) for inner in _statements([stmt])
         ):
             mark(first, last)  # `try: import tensorflow as tf` / `if ...: import ...` bind names too
-        elif words.search("".join(lines[first - 1 : last])) is None:
+        elif not mentions("".join(lines[first - 1 : last])):
             continue
         elif isinstance(stmt, ast.ClassDef) and stmt.body:
             # A long class with one site: keep its header and the members that matter.
@@ -115,7 +124,7 @@ def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
                 text = "".join(lines[m_first - 1 : m_last])
                 # `__init__` holds a layer's configuration (`self.bits = bits`), which CG015 reads.
                 if not isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
-                    words.search(text) or any(w in text for w in _VARIABLE_WORDS) or member.name == "__init__"
+                    mentions(text) or any(w in text for w in _VARIABLE_WORDS) or member.name == "__init__"
                 ):
                     mark(m_first, m_last)
         else:

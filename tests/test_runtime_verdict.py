@@ -156,12 +156,27 @@ def test_swapped_variables_under_tf_function_say_so():
     assert both.detail.endswith("(eager: matches autodiff to 0)")
 
 
-def test_uniform_ratio_is_intentional_but_one_scaled_argument_is_a_bug():
+def test_a_scaled_identity_is_intentional_a_scaled_layer_is_a_bug():
+    # A gradient multiplier / reversal layer: the forward is tf.identity(x), so autodiff's
+    # gradient is the upstream itself, and the custom one is a constant times it.
+    x = Arg("x", "input", (2, 2), "float32")
+    ups = [[f32(2, 2)] for _ in range(3)]
+    for factor, start in ((-1.0, "gradient reversal: custom = -1"), (0.1, "gradient scaled by 0.1"),
+                          (-0.3, "gradient reversed and scaled by 0.3")):
+        m = Measurements([x], ups, [[factor * u[0]] for u in ups], [[u[0]] for u in ups],
+                         zero=[np.zeros((2, 2), np.float32)], again=[factor * ups[0][0]])
+        r = decide(m)
+        assert r.verdict == "intentional" and r.detail.startswith(start), r.detail
+    # A layer (x, W, b) whose every gradient is negated or halved: a sign error or a missing
+    # constant, not a reversal layer. Said so, and a mismatch.
     autos = probes()
     r = decide(measured([X, W, B], autos, [[-a for a in p] for p in autos]))
-    assert r.verdict == "intentional" and r.detail.startswith("gradient reversal: custom = -1")
-    r = decide(measured([X, W, B], autos, [[0.1 * a for a in p] for p in autos]))
-    assert r.detail.startswith("gradient scaled by 0.1")
+    assert r.verdict == "mismatch" and "custom = -1 x autodiff, a sign error?" in r.detail, r.detail
+    r = decide(measured([X, W, B], autos, [[0.5 * a for a in p] for p in autos]))
+    assert r.verdict == "mismatch" and "a constant factor missing or extra?" in r.detail, r.detail
+    # Declared intentional, it is.
+    r = decide(measured([X, W, B], autos, [[-a for a in p] for p in autos]), opts=Options(intentional=True))
+    assert r.verdict == "intentional"
     r = decide(measured([X, W, B], autos, [[p[0], p[1], 2 * p[2]] for p in autos]))
     assert r.verdict == "mismatch"
 

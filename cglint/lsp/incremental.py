@@ -219,6 +219,11 @@ class Analysis:
         """What `engine.lint_source(source, path, rules, reduce=True)` returns, incrementally
         (`previous`: the lint of the buffer's previous text); None as soon as `superseded()`
         says a newer text makes this lint useless."""
+        with engine.paused_gc():
+            return self._lint(source, path, rules, superseded, previous)
+
+    def _lint(self, source: str, path: str, rules: list, superseded: Callable[[], bool],
+              previous: Lint | None) -> Lint | None:
         if not files.may_hold_site(source):
             return Lint(FileResult(path, source, [], parsed=False), [])
         tree, chunks = python_parse(source, previous)

@@ -41,7 +41,7 @@ def render(results: list[FileResult], context=None) -> str:
             if r.get("checked"):  # `cglint trace`: how the function was checked
                 out.append(f"      ({r['checked']})")
         out.append("")
-    out.extend(summary(results, fixed, unsafe))
+    out.extend(summary(results, fixed, unsafe, runtime))
     return "\n".join(out) + "\n"
 
 
@@ -49,8 +49,10 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{('es' if word.endswith('x') else 's') if n != 1 else ''}"
 
 
-def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False) -> list[str]:
-    """The closing lines, as ruff words them: counts, then what `--fix` could still do."""
+def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False, runtime=None) -> list[str]:
+    """The closing lines, as ruff words them: counts, then what `--fix` could still do.
+    `runtime`: the run's runtime verdicts (`--runtime=all` can find mismatches in functions no
+    rule flagged: then not "All checks passed", which the exit status would contradict)."""
     diags = [d for r in results for d in r.diagnostics]
     total = len(diags)
     files_with = sum(1 for r in results if r.diagnostics)
@@ -59,6 +61,14 @@ def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False) -> 
     elif total:
         lines = [f"Found {_plural(total, 'problem')} in {_plural(files_with, 'file')}."]
     else:
+        failing = []
+        if runtime:  # (imported only then: a plain run never loads the runtime's modules)
+            from cglint.runtime.session import FAILING
+
+            failing = [r for r in runtime if r.get("verdict") in FAILING]
+        if failing:
+            return [f"No static findings; {_plural(len(failing), 'runtime check')} failed "
+                    f"({_plural(len(results), 'file')} checked)."]
         return [f"All checks passed ({_plural(len(results), 'file')} checked)."]
     fixable = sum(1 for d in diags if d.is_fixable(unsafe))
     hidden = 0 if unsafe else sum(1 for d in diags if d.is_fixable(True) and not d.is_fixable(False))

@@ -409,6 +409,19 @@ class _Decider:
             return None
         return r0
 
+    def passes_upstream(self, ks) -> bool:
+        """Autodiff's gradient for arguments `ks` is the upstream itself on every probe: the
+        forward is the identity there (`tf.identity(x)`), as in a gradient multiplier or a
+        gradient-reversal layer."""
+        for ups, autos in zip(self.m.upstreams, self.m.autos):
+            if len(ups) != 1:
+                return False
+            for k in ks:
+                a = autos[k]
+                if a is None or np.shape(a) != np.shape(ups[0]) or not np.allclose(as64(a), as64(ups[0]), rtol=1e-5, atol=1e-7):
+                    return False
+        return True
+
     def clipping(self) -> bool:
         """Nonlinear in the upstream and equal to autodiff for a small upstream (clipping)."""
         if self.measure is None:
@@ -472,7 +485,7 @@ class _Decider:
                        all(r is not None for r in ratios.values()) and
                        max(ratios.values()) - min(ratios.values()) <=
                        1e-3 * max(abs(r) for r in ratios.values()))
-            if uniform:
+            if uniform and self.passes_upstream(ratios):
                 r = next(iter(ratios.values()))
                 what = ("gradient reversal" if abs(r + 1) < 1e-3 else
                         f"gradient reversed and scaled by {abs(r):.3g}" if r < 0 else
@@ -482,6 +495,17 @@ class _Decider:
                     results[k] = ("intentional", "autodiff", results[k][2],
                                   f"{what}: custom = {r:.3g} x autodiff for {names}")
                 bad = [k for k in bad if k not in ratios]
+            elif uniform:
+                # The same factor on every gradient of a forward that computes something (a
+                # layer, a loss): what a forgotten constant or a sign error gives. Gradient
+                # multipliers and reversal layers wrap an identity forward (the branch above).
+                r = next(iter(ratios.values()))
+                for k in ratios:
+                    v, ref, e, d = results[k]
+                    results[k] = (v, ref, e, f"{d}: custom = {r:.3g} x autodiff, "
+                                  f"{'a sign error' if abs(r + 1) < 1e-3 else 'a constant factor missing or extra'}? "
+                                  "(a deliberate multiplier wraps an identity forward; or mark it "
+                                  "`# cglint: intentional`)")
             elif len(ref_mismatch) == len(bad) and self.clipping():
                 names = ", ".join(self.args[k].name for k in ref_mismatch)
                 for k in ref_mismatch:

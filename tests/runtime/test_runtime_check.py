@@ -225,8 +225,10 @@ def test_straight_through_clipping_reversal_are_intentional():
     assert r.verdict == "intentional" and "clipping" in r.detail, r.detail
     r = check_gradient(reversed_, x)
     assert r.verdict == "intentional" and "reversal" in r.detail, r.detail
+    # Every gradient of a tan layer negated is not a reversal layer (those wrap an identity
+    # forward) but a sign error: a mismatch that says so.
     r = check_gradient(dense_tan("reversal"), x_for())
-    assert r.verdict == "intentional" and "reversal" in r.detail, r.detail
+    assert r.verdict == "mismatch" and "a sign error?" in r.detail, r.detail
 
 
 def test_declared_intentional_turns_mismatch_into_intentional():
@@ -274,9 +276,15 @@ def test_report_json_and_assert_helper():
     with pytest.raises(AssertionError, match="off by"):
         assert_gradient_matches(dense_tan("cos(y)"), x_for())
     assert_gradient_matches(dense_tan("correct"), x_for())
+    @tf.custom_gradient
+    def reverse(x):
+        return tf.identity(x), lambda dy: -dy
+
     with pytest.raises(AssertionError):
-        assert_gradient_matches(dense_tan("reversal"), x_for())
-    assert_gradient_matches(dense_tan("reversal"), x_for(), allow_intentional=True)
+        assert_gradient_matches(reverse, x_for())
+    assert_gradient_matches(reverse, x_for(), allow_intentional=True)
+    with pytest.raises(AssertionError, match="sign error"):
+        assert_gradient_matches(dense_tan("reversal"), x_for(), allow_intentional=True)
 
 
 def test_non_trainable_variables_need_no_variables_parameter():
@@ -348,3 +356,26 @@ def test_per_argument_results_name_the_culprit():
     r = check_gradient(dense_tan("ignored-upstream"), x_for())
     assert all(a.verdict == "mismatch" for a in r.args)
     assert all(a.max_rel_error is not None and a.max_rel_error > 0.1 for a in r.args)
+
+
+def test_runtime_all_mismatches_in_unflagged_functions_are_not_all_checks_passed(tmp_path):
+    """`--runtime=all` checks functions no rule flags: a missing factor and a sign error are
+    mismatches that name the factor, the run exits 1, and its summary does not say that all
+    checks passed."""
+    import subprocess
+    import sys
+
+    from support import ENV
+
+    (tmp_path / "ops.py").write_text(
+        "import tensorflow as tf\n\n\n"
+        "@tf.custom_gradient\ndef squared_norm(x):\n    def grad(dy):\n        return dy * x  # the 2 is missing\n\n"
+        "    return tf.reduce_sum(x * x), grad\n\n\n"
+        "@tf.custom_gradient\ndef softplus(x):\n    def grad(dy):\n        return -dy * tf.sigmoid(x)\n\n"
+        "    return tf.math.softplus(x), grad\n")
+    run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--runtime=all", "ops.py"], cwd=tmp_path,
+                         env=ENV, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "squared_norm: mismatch vs autodiff: d/x off by 50% vs autodiff: custom = 0.5 x autodiff, a constant factor" in run.stdout, run.stdout
+    assert "softplus: mismatch vs autodiff: d/x off by 200% vs autodiff: custom = -1 x autodiff, a sign error?" in run.stdout, run.stdout
+    assert run.stdout.rstrip().endswith("No static findings; 2 runtime checks failed (1 file checked)."), run.stdout
