@@ -256,8 +256,11 @@ def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
     base = module.code if known is not None else source
     starts = pysource.line_starts(source)
     out = []
+    statements = _StatementCode(module, base, fix)
     for edit in fix.edits:
-        new = Fix([edit], applicability=fix.applicability, description=fix.description).apply(module).code
+        new = statements.with_edit(edit)
+        if new is None:  # not inside one top-level statement: the whole module, the slow way
+            new = Fix([edit], applicability=fix.applicability, description=fix.description).apply(module).code
         if new == base:
             continue
         try:
@@ -268,6 +271,54 @@ def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
         el, ec = pysource.line_col(source, end, starts)
         out.append(TextEdit(sl, sc, el, ec, text, start, end))
     return sorted(out, key=lambda e: e.start)
+
+
+class _StatementCode:
+    """`module.code` with one edit applied, from the code of the top-level statement the edit
+    is in: a fix with an edit per call site (hundreds, in a long module) costs one pass over
+    the module, not one transform and codegen of the whole module per edit."""
+
+    def __init__(self, module: cst.Module, base: str, fix: Fix) -> None:
+        self.module, self.base = module, base
+        wanted = {id(old) for old, _ in fix.edits}
+        self.where: dict[int, int] = {}
+        self.spans: list[tuple[int, int]] = []
+        if len(fix.edits) < 2 or not module.body:
+            return
+        parts = [module.code_for_node(node) for node in (*module.header, *module.body, *module.footer)]
+        if "".join(parts) != base:  # e.g. no newline at the end of the file
+            return
+        offset = sum(map(len, parts[:len(module.header)]))
+        for i, (stmt, part) in enumerate(zip(module.body, parts[len(module.header):])):
+            self.spans.append((offset, offset + len(part)))
+            offset += len(part)
+            stack: list[cst.CSTNode] = [stmt]
+            while stack:
+                node = stack.pop()
+                if id(node) in wanted:
+                    self.where[id(node)] = i
+                stack.extend(node.children)
+
+    def with_edit(self, edit: tuple[cst.CSTNode, cst.CSTNode]) -> str | None:
+        i = self.where.get(id(edit[0]))
+        if i is None:
+            return None
+        stmt = self.module.body[i]
+        new = stmt.visit(_replace_one(edit))
+        if not isinstance(new, cst.BaseStatement):  # removed or flattened: not one statement
+            return None
+        start, end = self.spans[i]
+        return self.base[:start] + self.module.code_for_node(new) + self.base[end:]
+
+
+def _replace_one(edit: tuple[cst.CSTNode, cst.CSTNode]) -> cst.CSTTransformer:
+    old, replacement = edit
+
+    class _Replace(cst.CSTTransformer):
+        def on_leave(self, original, updated):  # type: ignore[override]
+            return replacement if original is old else updated
+
+    return _Replace()
 
 
 def to_source(source: str, module: cst.Module, code: str) -> str:

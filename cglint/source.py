@@ -404,14 +404,10 @@ def splice(source: str, base: str, new: str, analysis: str | None = None) -> tup
     `source[start:end]`. Raises Unsafe when the changed span holds a stub, a tab libcst saw
     as a space, or characters libcst dropped (form feeds in indentation)."""
     analysis = source if analysis is None else analysis
-    start = 0
     limit = min(len(base), len(new))
-    while start < limit and base[start] == new[start]:
-        start += 1
-    end_base, end_new = len(base), len(new)
-    while end_base > start and end_new > start and base[end_base - 1] == new[end_new - 1]:
-        end_base -= 1
-        end_new -= 1
+    start = _common(lambda k: base[:k] == new[:k], limit)
+    tail = _common(lambda k: base[len(base) - k:] == new[len(new) - k:], limit - start)
+    end_base, end_new = len(base) - tail, len(new) - tail
     text = new[start:end_new]
     if base != analysis:  # libcst dropped characters: align base with analysis (a subsequence)
         if len(base) > len(analysis):
@@ -465,6 +461,19 @@ def _tabbed_indentation(source: str, analysis: str, start: int, text: str) -> st
 
 
 _LF = re.compile(r"(?<!\r)\n")
+
+
+def _common(same, limit: int) -> int:
+    """The largest k <= limit with same(k), same being monotone: a binary search of slice
+    comparisons (done in C), not a character loop over a whole module per fix edit."""
+    low, high = 0, limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if same(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def _align(analysis: str, base: str, offset: int) -> int:

@@ -31,14 +31,27 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+# A container's memory (cgroup v2, then v1): less than the machine's, and what the OOM killer uses.
+_CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
 def default_memory_limit() -> int:
-    """MiB for one child: half the machine's memory, at least 2 GiB (TensorFlow itself takes
-    about 300 MiB of the data segment the limit counts; see child.limit_memory)."""
+    """MiB for one child: half the memory of the machine (or of the container cglint runs in),
+    at least 2 GiB (TensorFlow itself takes about 300 MiB of the data segment the limit
+    counts; see child.limit_memory)."""
     try:
-        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") >> 20
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return 4096
-    return max(2048, total // 2)
+    for name in _CGROUP_LIMITS:
+        try:
+            with open(name) as fh:
+                value = fh.read().strip()
+        except OSError:
+            continue
+        if value.isdigit():
+            total = min(total, int(value))
+    return max(2048, (total >> 20) // 2)
 
 
 def run_module_checks(module_path: str, functions: list[dict], timeout: float = 60.0,
