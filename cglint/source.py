@@ -404,9 +404,7 @@ def splice(source: str, base: str, new: str, analysis: str | None = None) -> tup
     `source[start:end]`. Raises Unsafe when the changed span holds a stub, a tab libcst saw
     as a space, or characters libcst dropped (form feeds in indentation)."""
     analysis = source if analysis is None else analysis
-    limit = min(len(base), len(new))
-    start = _common(lambda k: base[:k] == new[:k], limit)
-    tail = _common(lambda k: base[len(base) - k:] == new[len(new) - k:], limit - start)
+    start, tail = common_ends(base, new)
     end_base, end_new = len(base) - tail, len(new) - tail
     text = new[start:end_new]
     if base != analysis:  # libcst dropped characters: align base with analysis (a subsequence)
@@ -463,17 +461,22 @@ def _tabbed_indentation(source: str, analysis: str, start: int, text: str) -> st
 _LF = re.compile(r"(?<!\r)\n")
 
 
-def _common(same, limit: int) -> int:
-    """The largest k <= limit with same(k), same being monotone: a binary search of slice
-    comparisons (done in C), not a character loop over a whole module per fix edit."""
-    low, high = 0, limit
-    while low < high:
-        mid = (low + high + 1) // 2
-        if same(mid):
-            low = mid
-        else:
-            high = mid - 1
-    return low
+def common_ends(a: str, b: str) -> tuple[int, int]:
+    """How many characters `a` and `b` share at the start and, after that, at the end: binary
+    searches of slice comparisons (done in C), not a character loop over a whole module."""
+    def longest(same, limit: int) -> int:  # the largest k <= limit with same(k); same is monotone
+        low, high = 0, limit
+        while low < high:
+            mid = (low + high + 1) // 2
+            if same(mid):
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
+    limit = min(len(a), len(b))
+    prefix = longest(lambda k: a[:k] == b[:k], limit)
+    return prefix, longest(lambda k: a[len(a) - k:] == b[len(b) - k:], limit - prefix)
 
 
 def _align(analysis: str, base: str, offset: int) -> int:

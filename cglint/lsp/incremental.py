@@ -107,28 +107,6 @@ def _chunks(text: str, tree: ast.Module, first_line: int = 1) -> list[_Chunk]:
     return out
 
 
-def _common_prefix(a: str, b: str) -> int:
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    low, high = 0, limit
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[len(a) - mid :] == b[len(b) - mid :]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
 def _parse(text: str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():
@@ -149,8 +127,7 @@ def python_parse(source: str, previous: Lint | None) -> tuple[ast.Module | None,
     old = previous.source if previous is not None else None
     chunks = previous.chunks if previous is not None else None
     if old is not None and chunks and old != source:
-        prefix = _common_prefix(old, source)
-        suffix = _common_suffix(old, source, min(len(old), len(source)) - prefix)
+        prefix, suffix = pysource.common_ends(old, source)
         offsets, at = [], 0
         for c in chunks:
             offsets.append(at)

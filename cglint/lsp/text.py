@@ -13,6 +13,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from cglint import noqa
+from cglint.source import common_ends
 
 UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
 _EOL = re.compile(r"\r\n|\r|\n")
@@ -150,9 +151,7 @@ def line_edit(old: str, new: str) -> tuple[int, int, str] | None:
     editor's preview and never split a character."""
     if old == new:
         return None
-    limit = min(len(old), len(new))
-    prefix = _common(lambda k: old[:k] == new[:k], limit)
-    suffix = _common(lambda k: old[len(old) - k:] == new[len(new) - k:], limit - prefix)
+    prefix, suffix = common_ends(old, new)
     # Widen to whole lines of `old`. The text before `start` and after `end` is the same in
     # `new`, so the replacement is `new` between those two anchors.
     starts = LineIndex(old).starts
@@ -163,19 +162,6 @@ def line_edit(old: str, new: str) -> tuple[int, int, str] | None:
         end = starts[line_no + 1] if line_no + 1 < len(starts) else len(old)
     tail = len(old) - end
     return start, end, new[start:len(new) - tail]
-
-
-def _common(same, limit: int) -> int:
-    """The largest k <= limit with same(k) (same is monotone): a binary search of slice
-    comparisons, done in C, instead of a character loop over a long buffer."""
-    low, high = 0, limit
-    while low < high:
-        mid = (low + high + 1) // 2
-        if same(mid):
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def noqa_edit(source: str, line: int, code: str) -> tuple[int, int, str] | None:
