@@ -46,48 +46,50 @@ def _lines(s: str) -> list[str]:
     return pysource.split_lines(s, keepends=True) or [""]
 
 
-def _delete_line(s, r):
-    lines = _lines(s)
-    del lines[r.randrange(len(lines))]
-    return "".join(lines)
-
-
-def _duplicate_line(s, r):
-    lines = _lines(s)
-    i = r.randrange(len(lines))
-    lines.insert(i, lines[i])
-    return "".join(lines)
-
-
-def _swap_lines(s, r):
-    lines = _lines(s)
-    i, j = r.randrange(len(lines)), r.randrange(len(lines))
-    lines[i], lines[j] = lines[j], lines[i]
-    return "".join(lines)
-
-
 def _tokens(s):
     return _TOKEN.findall(s) or [s]
 
 
+# The same three edits on lines and on tokens (the names are the mutation tags failures carry).
+def _delete(parts, r):
+    del parts[r.randrange(len(parts))]
+    return "".join(parts)
+
+
+def _duplicate(parts, r):
+    i = r.randrange(len(parts))
+    parts.insert(i, parts[i])
+    return "".join(parts)
+
+
+def _swap(parts, r):
+    i, j = r.randrange(len(parts)), r.randrange(len(parts))
+    parts[i], parts[j] = parts[j], parts[i]
+    return "".join(parts)
+
+
+def _delete_line(s, r):
+    return _delete(_lines(s), r)
+
+
+def _duplicate_line(s, r):
+    return _duplicate(_lines(s), r)
+
+
+def _swap_lines(s, r):
+    return _swap(_lines(s), r)
+
+
 def _delete_token(s, r):
-    toks = _tokens(s)
-    del toks[r.randrange(len(toks))]
-    return "".join(toks)
+    return _delete(_tokens(s), r)
 
 
 def _duplicate_token(s, r):
-    toks = _tokens(s)
-    i = r.randrange(len(toks))
-    toks.insert(i, toks[i])
-    return "".join(toks)
+    return _duplicate(_tokens(s), r)
 
 
 def _swap_tokens(s, r):
-    toks = _tokens(s)
-    i, j = r.randrange(len(toks)), r.randrange(len(toks))
-    toks[i], toks[j] = toks[j], toks[i]
-    return "".join(toks)
+    return _swap(_tokens(s), r)
 
 
 def _truncate(s, r):
