@@ -167,8 +167,10 @@ def _function_spans(source: str) -> dict[int, tuple[int, int]]:
     the function's first line (its first decorator) and last line."""
     import ast
 
+    from cglint.source import python_ast
+
     try:
-        tree = ast.parse(source)
+        tree = python_ast(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     out: dict[int, tuple[int, int]] = {}

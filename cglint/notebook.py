@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from cglint.diagnostics import Diagnostic, FileResult
+from cglint.source import python_ast
 
 SUFFIX = ".ipynb"
 # Cell magics that run their body as Python: only the `%%` line is masked.
@@ -153,9 +154,7 @@ def _blank(line: str) -> str:
 
 def _syntax_error(code: str) -> SyntaxError | None:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the user's SyntaxWarnings are not ours to print
-            compile(code, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        python_ast(code, flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, filename="<cell>")  # SyntaxWarnings silenced
     except SyntaxError as exc:
         return exc
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting

@@ -19,6 +19,7 @@ import ast
 import codecs
 import io
 import re
+import threading
 import tokenize
 import warnings
 from bisect import bisect_right
@@ -118,12 +119,24 @@ _NESTING = ("too many nested parentheses", "too many levels of indentation", "to
             "too many statically nested blocks", "parser stack overflow")
 
 
+# CPython 3.11 keeps the AST converter's recursion depth in interpreter-wide state: two threads
+# building trees at once (the language server's lint and fix workers) can fail with
+# "SystemError: AST constructor recursion depth mismatch". One tree at a time, in cglint.
+_AST_LOCK = threading.Lock()
+
+
+def python_ast(text: str, mode: str = "exec", flags: int = 0, filename: str = "<unknown>"):
+    """`ast.parse(text)` (warnings silenced: invalid escapes etc. are not ours to print), one
+    thread at a time."""
+    with _AST_LOCK, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return compile(text, filename, mode, flags | ast.PyCF_ONLY_AST, dont_inherit=True)
+
+
 def parse(text: str) -> tuple[ast.Module | None, PythonError | None]:
     """Python's parse of `text`: the tree, or why Python rejects it."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escapes etc. are not ours to print
-            return ast.parse(text), None
+        return python_ast(text), None
     except SyntaxError as exc:
         message = exc.msg or "invalid syntax"
         # Python stops at its first error: deep nesting after it (or that only libcst reaches,
@@ -224,9 +237,7 @@ def analysis_text(text: str, tree: ast.Module) -> str:
         # stubbed) is an expression wherever it stands, and so is `(_ ...)`: no re-parse.
         return stubbed
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(stubbed)
+        python_ast(stubbed)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return text  # a stub in a place we did not foresee: parse the text as it is
     return stubbed

@@ -308,3 +308,39 @@ def test_a_fix_with_an_edit_per_call_site_in_a_long_module_renders_in_seconds():
         one = Fix([d.fix.edits[k]], applicability=d.fix.applicability, description="")
         whole = one.apply(result.module).code
         assert pysource.splice(source, source, whole) in [(e.start, e.end, e.text) for e in edits]
+
+
+def test_python_parses_from_several_threads_at_once():
+    # The language server lints and fixes on two threads. In CPython 3.11 an AST build that a
+    # collection interrupts (a finalizer runs Python code, another thread takes over and builds
+    # a tree from a different stack depth) fails with "SystemError: AST constructor recursion
+    # depth mismatch", unless cglint builds one tree at a time (pysource.python_ast).
+    import threading
+    import time
+
+    text = "".join(f"def f{i}(x):\n    return [x + {i} for _ in range(3)]\n" for i in range(400))
+    errors: list[BaseException] = []
+
+    class Finalized:
+        def __del__(self) -> None:
+            time.sleep(0)  # lets another thread run
+
+    def work(depth: int) -> None:
+        if depth:
+            return work(depth - 1)
+        try:
+            for _ in range(20):
+                for _ in range(50):
+                    cycle = Finalized()
+                    cycle.me = cycle  # collected by the cyclic collector, mid-parse
+                tree, problem = pysource.parse(text)
+                assert tree is not None and problem is None
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(depth,)) for depth in (0, 7, 0, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

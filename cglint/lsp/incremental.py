@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -36,7 +35,7 @@ from typing import Any, Callable
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
-from cglint import engine, files, quickscan, reach
+from cglint import cstparse, engine, files, quickscan, reach
 from cglint import source as pysource
 from cglint.diagnostics import Diagnostic, FileResult
 
@@ -109,9 +108,7 @@ def _chunks(text: str, tree: ast.Module, first_line: int = 1) -> list[_Chunk]:
 
 def _parse(text: str) -> ast.Module | None:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(text)
+        return pysource.python_ast(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -180,7 +177,7 @@ class Analysis:
             return self._cache[text]
         self.parsed += 1
         try:
-            module = cst.parse_module(text)
+            module = cstparse.parse_module(text)
             stmt: _Statement | None = _Statement(text, module) if module.body else None
         except (cst.ParserSyntaxError, RecursionError):
             stmt = None  # parses only in context (or not at all): the whole-file way
