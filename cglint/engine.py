@@ -12,6 +12,8 @@ from cglint import source as pysource
 from cglint.diagnostics import Diagnostic, FileResult
 
 if TYPE_CHECKING:
+    import ast
+
     import libcst as cst
 
     from cglint.diagnostics import Finding
@@ -84,7 +86,7 @@ def _lint_source(
             text, reduced = scan.reduced, True
     rules = rule_classes(CODES if rules is None else rules)
     parsed = text
-    module, problem, text = _parse_libcst(text, tree is not None)
+    module, problem, text = _parse_libcst(text, tree)
     if module is None:
         if python_error is not None:
             # Python's parser says where the error is and what it is, as `python file.py` would
@@ -160,15 +162,20 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
                       warnings=warnings)
 
 
-def _parse_libcst(text: str, python_accepts: bool) -> tuple[cst.Module | None, tuple[int, int, str] | None, str]:
-    import libcst as cst
-
-    """libcst's parse, or (None, (line, column, message)), and the text parsed. A file Python accepts may still trip
+def _parse_libcst(text: str, tree: ast.Module | None) -> tuple[cst.Module | None, tuple[int, int, str] | None, str]:
+    """libcst's parse, or (None, (line, column, message)), and the text parsed. `tree`: Python's
+    parse of a text with `text`'s lines (None: Python rejects it), which lets a long module be
+    parsed in pieces (cglint.cstparse). A file Python accepts may still trip
     libcst's tokenizer on tab/space indentation that Python accepts (it compares indentation
     with tabs as 8 columns and as 1): retried with each indenting tab as one space, which keeps
     both the block structure and every position."""
+    import libcst as cst
+
+    from cglint import cstparse
+
+    python_accepts = tree is not None
     try:
-        return cst.parse_module(text), None, text
+        return cstparse.parse_module(text, tree), None, text
     except cst.ParserSyntaxError as exc:
         problem = (exc.raw_line, exc.raw_column + 1, f"cannot parse: {exc.message}")
     except RecursionError:
@@ -178,14 +185,14 @@ def _parse_libcst(text: str, python_accepts: bool) -> tuple[cst.Module | None, t
     if python_accepts and "\t" in text:
         untabbed = _INDENT_TABS.sub(lambda m: m.group(0).replace("\t", " "), text)
         try:
-            return cst.parse_module(untabbed), None, untabbed
+            return cstparse.parse_module(untabbed), None, untabbed
         except Exception:  # noqa: BLE001
             pass
     if python_accepts and "\x0c" in text:  # a form feed opening a nested block (cglint.source)
         lifted, shifts = pysource.lift_form_feeds(text)
         if shifts:
             try:
-                return cst.parse_module(lifted), None, lifted
+                return cstparse.parse_module(lifted), None, lifted
             except Exception:  # noqa: BLE001
                 pass
     return None, problem, text
