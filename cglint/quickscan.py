@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from cglint import source as pysource
 from cglint.names import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT, alias_to_tensorflow, normalize
@@ -33,9 +34,17 @@ _WRAPPERS = TF_CUSTOM_GRADIENT | KERAS_CUSTOM_GRADIENT
 @dataclass
 class Scan:
     relevant: bool  # can any rule fire on this module?
-    reduced: str  # the source with irrelevant top-level statements blanked
+    source: str = field(repr=False)
     needles: set[str] = field(default_factory=set)
     tree: ast.Module | None = field(default=None, repr=False)  # Python's parse (the language server splits by it)
+
+    @cached_property
+    def reduced(self) -> str:
+        """The source with irrelevant top-level statements blanked (computed when asked: a
+        full lint never needs it)."""
+        if not self.relevant or self.tree is None:
+            return self.source
+        return _reduce(self.source, self.tree, self.needles)
 
 
 def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module | None = None) -> Scan | None:
@@ -75,7 +84,7 @@ def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module
                 needles.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
     if not sites and not needles:
         return Scan(False, source)
-    return Scan(True, _reduce(source, tree, needles), needles, tree)
+    return Scan(True, source, needles, tree)
 
 
 # Text that marks a class member as worth keeping besides the needles: the model reads a Keras
