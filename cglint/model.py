@@ -409,6 +409,9 @@ class ModuleModel:
         self._attribute_of: dict[int, str] = collector.attribute_of
         # id(def, lambda, call or def name) -> index of the top-level statement holding it.
         self._top_of: dict[int, int] = collector.top_of
+        # The imports are complete from here on: qualified names can be remembered per node
+        # (kept with the node, so an id is never reused while its entry lives).
+        self._qualnames: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self.sites: list[GradientSite] = self._find_sites()
 
     @property
@@ -426,6 +429,15 @@ class ModuleModel:
 
     def qualname(self, expr: cst.BaseExpression | None) -> str | None:
         """`tf.math.tan` -> `tensorflow.math.tan` through the module's imports (compat folded)."""
+        memo = self.__dict__.get("_qualnames")
+        if memo is None or expr is None:
+            return self._qualname(expr)
+        hit = memo.get(id(expr))
+        if hit is None or hit[0] is not expr:
+            hit = memo[id(expr)] = (expr, self._qualname(expr))
+        return hit[1]
+
+    def _qualname(self, expr: cst.BaseExpression | None) -> str | None:
         parts: list[str] = []
         while isinstance(expr, cst.Attribute):
             parts.append(expr.attr.value)
@@ -943,11 +955,13 @@ class ModuleModel:
         def start(i: int) -> int:  # the first line of statement i's code: its own leading lines
             return lines[i][0] - len(getattr(body[i], "leading_lines", ()))
 
-        from libcst.metadata.position_provider import PositionProvider, PositionProvidingCodegenState
+        from libcst.metadata.position_provider import PositionProvider
+
+        from cglint.cstpositions import FastPositionState
 
         provider = PositionProvider()
         for i in sorted(wanted):
-            state = PositionProvidingCodegenState(default_indent=self.module.default_indent,
+            state = FastPositionState(default_indent=self.module.default_indent,
                                                   default_newline=self.module.default_newline, provider=provider)
             state.line = start(i)
             body[i]._codegen(state)
@@ -1054,13 +1068,37 @@ class ModuleModel:
                 index.setdefault(name, []).append(site)
         return index
 
+    @cached_property
+    def _sites_by_callee(self) -> dict[tuple[str, int], tuple[int, GradientSite]]:
+        """What `GradientSite.is_reached_by` asks, as a lookup: (name, id of what the name must
+        be bound to: the decorated def or the `tf.custom_gradient(...)` call) and, for
+        `self.name(...)`, ("self." + name, id of the class scope) -> the first such site in
+        `sites_by_call_name[name]` order. Asking every site under a name is quadratic in a
+        module of Keras layers that each call their own nested `forward`."""
+        index: dict[tuple[str, int], tuple[int, GradientSite]] = {}
+        for name, sites in self.sites_by_call_name.items():
+            for pos, site in enumerate(sites):
+                target = site.forward if isinstance(site.wrapper, cst.Decorator) else site.wrapper
+                index.setdefault((name, id(target)), (pos, site))
+                if site.is_method:
+                    own = site.forward.name.value if isinstance(site.forward, cst.FunctionDef) else None
+                    if name == own or name in site.call_names:
+                        index.setdefault(("self." + name, id(site.outer)), (pos, site))
+        return index
+
     def site_called_by(self, call: cst.Call, scope: Scope) -> GradientSite | None:
-        """The custom-gradient function `call` (made in `scope`) calls, if any."""
-        func = call.func
-        key = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
-        if key is None:
-            return None
-        return next((s for s in self.sites_by_call_name.get(key, ()) if s.is_reached_by(call, scope)), None)
+        """The custom-gradient function `call` (made in `scope`) calls, if any (the first of
+        `sites_by_call_name` under the callee's name that `is_reached_by` the call)."""
+        func, index = call.func, self._sites_by_callee
+        if isinstance(func, cst.Name):
+            found = scope.lookup(func.value)
+            hits = [index[k] for k in ((func.value, id(v)) for v in found[1]) if k in index] if found else []
+            return min(hits, key=lambda hit: hit[0])[1] if hits else None
+        if isinstance(func, cst.Attribute) and _is_self(func.value):
+            owner = scope.enclosing_class()
+            hit = index.get(("self." + func.attr.value, id(owner))) if owner is not None else None
+            return hit[1] if hit else None
+        return None
 
     @cached_property
     def _names_in_use(self) -> frozenset[str]:
