@@ -66,16 +66,30 @@ def _is_real(fn: Any) -> bool:
     return fn is not None and not getattr(fn, "_is_no_op", False)
 
 
+# id of a field value's type -> what it is to the walk: a node, a sequence of them, or neither
+# (a string, None, a sentinel). `isinstance(value, cst.CSTNode)` goes through ABCMeta.
+_NODE, _SEQUENCE, _OTHER = 1, 2, 3  # all true: `kinds.get(t) or _kind(t)`
+_kinds: dict[type, int] = {tuple: _SEQUENCE, list: _SEQUENCE}
+
+
+def _kind(cls: type) -> int:
+    kind = _kinds.get(cls)
+    if kind is None:
+        kind = _kinds[cls] = _NODE if issubclass(cls, cst.CSTNode) else _OTHER
+    return kind
+
+
 class Walker(cst.CSTVisitor):
     """A `CSTVisitor` whose `walk(node)` is `node.visit(self)` without the rebuilding."""
 
-    _dispatch: dict[type, tuple[Callable | None, Callable | None, bool]]
+    # node class -> (visit_X, leave_X, skip the node, the fields to descend into)
+    _dispatch: dict[type, tuple[Callable | None, Callable | None, bool, tuple[str, ...]]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._dispatch = {}
 
-    def _methods(self, node_cls: type) -> tuple[Callable | None, Callable | None, bool]:
+    def _methods(self, node_cls: type) -> tuple[Callable | None, Callable | None, bool, tuple[str, ...]]:
         table = type(self)._dispatch
         entry = table.get(node_cls)
         if entry is None:
@@ -85,21 +99,28 @@ class Walker(cst.CSTVisitor):
             visit, leave = (visit if _is_real(visit) else None), (leave if _is_real(leave) else None)
             # A token node with no method of this visitor: skipped with everything under it.
             skip = node_cls in _TOKENS and visit is None and leave is None
-            entry = table[node_cls] = (visit, leave, skip)
+            entry = table[node_cls] = (visit, leave, skip, child_fields(node_cls))
         return entry
 
     def walk(self, node: cst.CSTNode) -> None:
-        visit, leave, skip = self._methods(type(node))
+        table = type(self)._dispatch
+        visit, leave, skip, fields = table.get(type(node)) or self._methods(type(node))
         if skip:
             return
         if visit is None or visit(self, node) is not False:
-            for field in child_fields(type(node)):
+            kinds = _kinds
+            for field in fields:
                 value = getattr(node, field)
-                if isinstance(value, cst.CSTNode):
-                    self.walk(value)
-                elif isinstance(value, (tuple, list)):
+                kind = kinds.get(type(value)) or _kind(type(value))
+                if kind == _NODE:
+                    entry = table.get(type(value))
+                    if entry is None or not entry[2]:  # a token under nothing of ours: not entered
+                        self.walk(value)
+                elif kind == _SEQUENCE:
                     for item in value:
-                        if isinstance(item, cst.CSTNode):
-                            self.walk(item)
+                        entry = table.get(type(item))
+                        if entry is None or not entry[2]:
+                            if (kinds.get(type(item)) or _kind(type(item))) == _NODE:
+                                self.walk(item)
         if leave is not None:
             leave(self, node)
