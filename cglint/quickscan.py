@@ -138,27 +138,30 @@ def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
                     mark(m_first, m_last)
         else:
             mark(first, last)
-    _keep_referenced(tree, span, keep, mark)
+    _keep_referenced(tree, span, keep, mark, lines)
     # A blanked line keeps its line ending so every kept line stays where it was.
     return "".join(line if keep[i + 1] else _ending(line) for i, line in enumerate(lines))
 
 
-def _keep_referenced(tree: ast.Module, span, keep: list[bool], mark) -> None:
+def _keep_referenced(tree: ast.Module, span, keep: list[bool], mark, lines: list[str]) -> None:
     """Keep the module's functions and classes that kept statements name, transitively: the
     model follows helpers (`dtan(y)` -> `def dtan`, and the helper it calls), sublayer classes
-    and base classes, so the analysis must see them."""
+    and base classes, so the analysis must see them. A statement names a def when the def's
+    name is one of its words (a superset of its `Name` reads: a string or an attribute may keep
+    a def the analysis does not need, never the reverse), which costs a regex over the kept
+    text instead of a walk of every node under it."""
     defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     seen: set[str] = set()
     frontier = [stmt for stmt in tree.body if keep[span(stmt)[0]]]
     while frontier:
-        stmt = frontier.pop()
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name) and node.id in defs and node.id not in seen:
-                seen.add(node.id)
-                target = defs[node.id]
-                first, last = span(target)
-                if not all(keep[first:last + 1]):
-                    mark(first, last)
+        first, last = span(frontier.pop())
+        for word in set(_WORD.findall("".join(lines[first - 1 : last]))):
+            if word in defs and word not in seen:
+                seen.add(word)
+                target = defs[word]
+                t_first, t_last = span(target)
+                if not all(keep[t_first:t_last + 1]):
+                    mark(t_first, t_last)
                     frontier.append(target)
 
 
