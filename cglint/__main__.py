@@ -1,3 +1,3 @@
-from cglint.cli import main
+from cglint.cli import entry
 
-raise SystemExit(main())
+entry()

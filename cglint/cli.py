@@ -109,6 +109,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def entry() -> None:
+    """The `cglint` command (and `python -m cglint`): `main()`, then, after a lint, out without
+    the interpreter's teardown. A large module leaves millions of objects, and freeing them one
+    by one at exit is slow (3 s after a 72,000-line module: 15 s instead of 12); mypy leaves the
+    same way. Output is flushed first, and nothing else is pending by then: the cache is written
+    and a `--jobs` pool closed before `main` returns. The language server and `trace` (which
+    runs a command) exit as usual."""
+    code = main()
+    if sys.argv[1:2] in (["lsp"], ["trace"]):
+        raise SystemExit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe (`cglint . | head -1`): nothing more to say
+        pass
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["lsp"]:  # a subcommand; a path named `lsp` is reachable as `./lsp`
