@@ -158,3 +158,31 @@ def test_pathological_nesting_is_cg000_and_the_run_goes_on(tmp_path):
     assert run.returncode == 1 and "Traceback" not in run.stderr and "internal error" not in run.stderr
     assert "deep.py:1:1: CG000 cannot parse: nesting too deep" in run.stdout
     assert "ok.py:9:31: CG005" in run.stdout
+
+
+def test_the_command_leaves_fast_with_all_its_output(tmp_path):
+    # `cglint` exits without the interpreter's teardown (cli.entry): every byte of a large
+    # report still reaches the pipe, an --output-file is complete, and the exit code is kept,
+    # with Python's own buffering (PYTHONUNBUFFERED unset).
+    from support import ENV, ROOT
+
+    env = {k: v for k, v in ENV.items() if k != "PYTHONUNBUFFERED"}
+
+    def run_cglint(*args):
+        return subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", *map(str, args)],
+                              capture_output=True, text=True, cwd=ROOT, env=env)
+
+    site = ("@tf.custom_gradient\ndef sine_{i}(x):\n"
+            "    return tf.sin(x), lambda dy: dy * np.cos(x.numpy())\n\n\n")
+    (tmp_path / "many.py").write_text("import numpy as np\nimport tensorflow as tf\n\n\n"
+                                      + "".join(site.format(i=i) for i in range(400)))
+    run = run_cglint("--output-format", "json", tmp_path / "many.py")
+    assert run.returncode == 1, run.stderr
+    found = json.loads(run.stdout)["diagnostics"]
+    assert len(found) == 800 and found[-1]["line"] == 4 + 5 * 399 + 3  # two findings per site
+    run = run_cglint("--output-format", "json", "--output-file", tmp_path / "out.json", tmp_path / "many.py")
+    assert run.returncode == 1, run.stderr
+    assert json.loads((tmp_path / "out.json").read_text())["diagnostics"] == found
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    run = run_cglint(tmp_path / "ok.py")  # a short report: all of it still in the buffer
+    assert run.returncode == 0 and run.stdout.startswith("All checks passed")
