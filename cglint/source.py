@@ -39,8 +39,14 @@ _GATE_CHARS = 120
 _SHORT_CHARS = 30
 
 
+# The characters `str.splitlines` breaks at and Python does not.
+_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def split_lines(text: str, keepends: bool = False) -> list[str]:
     """`str.splitlines` with Python's line breaks only."""
+    if not _OTHER_BREAKS.search(text):
+        return text.splitlines(keepends)  # the same lines, in C
     out = []
     start = 0
     for match in LINE_BREAK.finditer(text):

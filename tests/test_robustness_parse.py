@@ -344,3 +344,17 @@ def test_python_parses_from_several_threads_at_once():
     for t in threads:
         t.join()
     assert errors == []
+
+
+@pytest.mark.parametrize("text", ["", "a", "a\n", "a\r\nb\rc\n", "\n\n", "\r", "x\r\n\r\ny", "a\x0cb\nc", "a\u2028b\r\n"])
+def test_split_lines_breaks_where_python_does(text):
+    # Texts without the characters only `str.splitlines` breaks at take its C fast path.
+    import re
+
+    ends = [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
+    starts = [0, *ends]
+    want = [text[a:b] for a, b in zip(starts, [*ends, len(text)]) if a < len(text) or a != b]
+    want = [w for w in want if w] if not text.endswith(("\n", "\r")) else want
+    assert "".join(pysource.split_lines(text, keepends=True)) == text
+    assert pysource.split_lines(text, keepends=True) == [w for w in want if w]
+    assert pysource.split_lines(text) == [w.rstrip("\r\n") if w.endswith(("\r", "\n")) else w for w in want if w]
