@@ -106,9 +106,9 @@ async def test_a_cancelled_pull_is_not_linted_again(neovim):
     into the buffer's cache (it is for the current text), so the next pull answers from it:
     the text is linted once."""
     first = await pull(neovim, open_doc(neovim, BAD))
-    # A fresh 2,000-line buffer (3-space indents: no statement the server has seen before), so
-    # its first lint takes a while.
-    big = open_doc(neovim, generate().replace("    ", "   "))
+    # A fresh buffer with 300 sites (3-space indents: no statement the server has seen before),
+    # so its first lint outlasts the cancel (a second or more).
+    big = open_doc(neovim, (generate() + "".join(OP.format(i=i) for i in range(20, 300))).replace("    ", "   "))
     request_id = "cancel-me"
     cancelled = asyncio.wrap_future(neovim.protocol.send_request(
         lsp.TEXT_DOCUMENT_DIAGNOSTIC, lsp.DocumentDiagnosticParams(lsp.TextDocumentIdentifier(big)), msg_id=request_id))
@@ -117,7 +117,7 @@ async def test_a_cancelled_pull_is_not_linted_again(neovim):
     with pytest.raises(Exception, match="cancel"):
         await cancelled
     report = await pull(neovim, big)
-    assert sum(d.code == "CG005" for d in report.items) == 20
+    assert sum(d.code == "CG005" for d in report.items) == 300
     assert int(report.result_id) == int(first.result_id) + 1, "the cancelled lint was redone"
 
 
