@@ -26,7 +26,7 @@ import threading
 from typing import Iterator
 
 import libcst as cst
-from libcst._nodes.base import CSTNode
+from libcst import CSTNode
 
 from cglint.source import split_lines
 

@@ -9,11 +9,14 @@ tuple on entry. tests/test_positions.py checks the ranges against libcst's own p
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from libcst import CSTNode
-from libcst._position import CodePosition, CodeRange
-from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
+from libcst.metadata import CodePosition, CodeRange
+from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+NEWLINE_RE = re.compile(r"\r\n?|\n")  # libcst's line breaks in generated code
 
 
 class _Syntactic:

@@ -52,12 +52,12 @@ def paused_gc():
     global _retained, _full_collections
     enabled = gc.isenabled()
     if enabled:
-        full = gc.get_stats()[2]["collections"]
+        full = gc.get_stats()[-1]["collections"]
         if full != _full_collections:  # a full collection since the count: nothing waits
             _retained, _full_collections = 0, full
         if _retained > RETAINED_LIMIT:
             gc.collect()
-            _retained, _full_collections = 0, gc.get_stats()[2]["collections"]
+            _retained, _full_collections = 0, gc.get_stats()[-1]["collections"]
     gc.disable()
     try:
         yield
