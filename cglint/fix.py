@@ -327,8 +327,16 @@ def to_source(source: str, module: cst.Module, code: str) -> str:
     Raises source.Unsafe when that span is not the source as it is on disk."""
     known = pysource.registered(module)
     if known is None:
-        return code
-    start, end, text = pysource.splice(source, module.code, code, known[1])
+        base = module.code
+        if base == source:
+            return code
+        # libcst misprints a few layouts of the untouched module (an empty line between an
+        # indented and a dedented comment at the end of the file is dropped): only the span
+        # the fix changed is taken, as from an analysis text.
+        known = (source, source)
+    else:
+        base = module.code
+    start, end, text = pysource.splice(source, base, code, known[1])
     return source[:start] + text + source[end:]
 
 

@@ -357,3 +357,13 @@ def op(x):
     out = fixed(src, unsafe=True)
     assert sorted(a.code for a in out.applied) == ["CG002", "CG006"] and not out.remaining
     assert "return dy * w, [{w.ref(): dw, b.ref(): db}[v.ref()] for v in variables]" in out.new_source
+
+
+def test_a_fix_keeps_the_lines_libcst_misprints():
+    # libcst prints this module's tail without the empty line between the indented and the
+    # dedented comment; the fix must change the `cos(y)` it is about and nothing else.
+    source = ("import tensorflow as tf\n\n\n@tf.custom_gradient\ndef op(x):\n    y = tf.math.tan(x)\n"
+              "    return y, lambda dy: dy * tf.math.cos(y)\n    # trailing\n\n  # odd\n# end\n")
+    assert cst.parse_module(source).code != source  # the libcst behaviour this guards against
+    out = fix_source(source, "m.py", unsafe=True)
+    assert out.new_source == source.replace("tf.math.cos(y)", "tf.math.cos(x)")
