@@ -39,15 +39,6 @@ class _Syntactic:
 
 
 class FastPositionState(PositionProvidingCodegenState):
-    def add_indent_tokens(self) -> None:
-        self.tokens.extend(self.indent_tokens)
-        for token in self.indent_tokens:
-            self._update_position(token)
-
-    def add_token(self, value: str) -> None:
-        self.tokens.append(value)
-        self._update_position(value)
-
     def _update_position(self, value: str) -> None:
         if "\n" not in value and "\r" not in value:
             self.column += len(value)
