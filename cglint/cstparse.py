@@ -28,7 +28,7 @@ from typing import Iterator
 import libcst as cst
 from libcst import CSTNode
 
-from cglint.source import split_lines
+from cglint.source import first_line, split_lines
 
 # A module shorter than this is parsed whole; pieces are at least this many lines.
 PIECE_LINES = 200
@@ -88,7 +88,7 @@ def _cuts(text: str, tree: ast.Module, piece_lines: int) -> list[tuple[str, bool
     starts, blocks = [1], [False]
     last_end = 0
     for stmt in tree.body:
-        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        first = first_line(stmt)
         # Never inside one statement line (`a = 1; b = 2`), nor before a statement the quick
         # scan blanked (a piece holds at least one statement).
         if (last_end and first > last_end and last_end + 1 - starts[-1] >= piece_lines

@@ -167,7 +167,7 @@ def _function_spans(source: str) -> dict[int, tuple[int, int]]:
     the function's first line (its first decorator) and last line."""
     import ast
 
-    from cglint.source import python_ast
+    from cglint.source import first_line, python_ast
 
     try:
         tree = python_ast(source)
@@ -176,7 +176,7 @@ def _function_spans(source: str) -> dict[int, tuple[int, int]]:
     out: dict[int, tuple[int, int]] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            first = first_line(node)
             body_start = node.body[0].lineno
             span = (first, node.end_lineno or node.lineno)
             for line in range(node.lineno, max(body_start, node.lineno + 1)):

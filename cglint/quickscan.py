@@ -107,8 +107,7 @@ def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
 
 
     def span(stmt: ast.stmt) -> tuple[int, int]:
-        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
-        return first, stmt.end_lineno or stmt.lineno
+        return pysource.first_line(stmt), stmt.end_lineno or stmt.lineno
 
     def mark(first: int, last: int) -> None:
         for i in range(first, last + 1):

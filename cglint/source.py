@@ -184,6 +184,11 @@ def _too_deep(text: str) -> bool:
     return False
 
 
+def first_line(stmt: ast.stmt) -> int:
+    """The first line of a statement as a reader sees it: its first decorator's, if any."""
+    return min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+
+
 def statement_lines(tree: ast.Module, text: str) -> list[tuple[int, int]]:
     """The first and last line of each top-level statement of `text` as libcst groups them:
     statements sharing a line (`a = 1; b = 2`) are one; statements the quick scan blanked out
@@ -191,7 +196,7 @@ def statement_lines(tree: ast.Module, text: str) -> list[tuple[int, int]]:
     lines = split_lines(text)
     spans: list[list[int]] = []
     for stmt in tree.body:
-        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        first = first_line(stmt)
         last = stmt.end_lineno or stmt.lineno
         if spans and first <= spans[-1][1]:
             spans[-1][1] = max(spans[-1][1], last)

@@ -89,7 +89,7 @@ def _chunks(text: str, tree: ast.Module, first_line: int = 1) -> list[_Chunk]:
     groups: list[list[ast.stmt]] = []
     last_end = 0
     for stmt in tree.body:
-        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))]) - first_line + 1
+        first = pysource.first_line(stmt) - first_line + 1
         if groups and first <= last_end:  # `a = 1; b = 2`: one line, one chunk
             groups[-1].append(stmt)
         else:
@@ -238,19 +238,10 @@ class Analysis:
         context; _SUPERSEDED when a newer text arrived meanwhile (parsing is most of a lint's
         time, so it is checked between statements)."""
         lines = _lines(reduced)
-        spans: list[list[int]] = []
-        for stmt in tree.body:
-            first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
-            last = stmt.end_lineno or stmt.lineno
-            if spans and first <= spans[-1][1]:  # `a = 1; b = 2`: one line, one libcst statement
-                spans[-1][1] = max(spans[-1][1], last)
-            else:
-                spans.append([first, last])
         placed = []
-        for first, last in spans:
+        # One span per libcst statement (`a = 1; b = 2` is one); those the quick scan blanked are none.
+        for first, last in pysource.statement_lines(tree, reduced):
             text = "".join(lines[first - 1 : last])
-            if not text.strip():
-                continue  # blanked by the quick scan
             if text not in self._cache and superseded():
                 return _SUPERSEDED
             stmt = self._statement(text)
