@@ -326,16 +326,14 @@ def to_source(source: str, module: cst.Module, code: str) -> str:
     source: only the changed span is taken from it, so no byte libcst does not keep is lost.
     Raises source.Unsafe when that span is not the source as it is on disk."""
     known = pysource.registered(module)
+    base = module.code
     if known is None:
-        base = module.code
         if base == source:
             return code
         # libcst misprints a few layouts of the untouched module (an empty line between an
         # indented and a dedented comment at the end of the file is dropped): only the span
         # the fix changed is taken, as from an analysis text.
         known = (source, source)
-    else:
-        base = module.code
     start, end, text = pysource.splice(source, base, code, known[1])
     return source[:start] + text + source[end:]
 
