@@ -1,8 +1,9 @@
 """`cglint trace [OPTIONS] -- COMMAND [ARGS...]`: runs COMMAND with every TensorFlow custom
 gradient it calls checked against autodiff at its first real calls, then reports.
 
-The command runs with its own stdin, stdout and stderr; cglint's report goes to stderr (or
-`--output-file`). Exit status: the command's own when it failed (128 + N for a signal),
+The command runs with its own stdin, stdout and stderr; cglint's text report goes to stderr (or
+`--output-file`). A machine-readable report needs `--output-file`: the command and TensorFlow
+(oneDNN and absl lines) write to both standard streams, so neither can carry only the report. Exit status: the command's own when it failed (128 + N for a signal),
 otherwise 1 if a custom gradient is `mismatch` or `error`, else 0.
 """
 
@@ -63,6 +64,9 @@ def main(argv: list[str]) -> int:
         return _fail("no command given: cglint trace -- COMMAND [ARGS ...]")
     if args.calls < 1:
         return _fail(f"--calls must be at least 1, got {args.calls}")
+    if args.output_format != "text" and not args.output_file:
+        return _fail(f"--output-format {args.output_format} needs --output-file PATH: the command and TensorFlow "
+                     "also write to stdout and stderr")
     from cglint import config
 
     try:

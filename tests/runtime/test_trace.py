@@ -209,20 +209,20 @@ def side_effects(tmp_path_factory):
     work = tmp_path_factory.mktemp("side")
     (work / "prog.py").write_text(SIDE_EFFECTS)
     plain = run("prog.py", cwd=work)
-    traced = trace(sys.executable, "prog.py", cwd=work, options=("--output-format", "json"))
-    return plain, traced
+    report = tmp_path_factory.mktemp("side-report") / "report.json"
+    traced = trace(sys.executable, "prog.py", cwd=work, options=("--output-format", "json", "--output-file", report))
+    return plain, traced, json.loads(report.read_text())
 
 
 def test_trace_changes_nothing_the_program_prints_or_draws(side_effects):
-    plain, traced = side_effects
+    plain, traced, _ = side_effects
     assert plain.returncode == 0, plain.stderr
     assert traced.stdout == plain.stdout  # same prints, same random numbers, same variable count
     assert traced.stdout.count("forward runs") == 1
 
 
 def test_trace_checks_graph_only_signatures_after_the_command(side_effects):
-    plain, traced = side_effects
-    report = json.loads(traced.stderr)  # the only thing on stderr: cglint's report
+    plain, traced, report = side_effects
     by_name = {r["function"]: r for r in report["runtime"]}
     assert by_name["noisy"]["verdict"] == "match"
     square = by_name["square"]
@@ -246,3 +246,7 @@ def test_trace_keeps_the_command_status_and_reports_bad_usage(tmp_path):
     assert (missing.returncode, missing.stderr) == (2, "cglint trace: error: command not found: no-such-command-cglint\n")
     empty = run("-m", "cglint", "trace", cwd=tmp_path)
     assert empty.returncode == 2 and "no command given" in empty.stderr
+    # A machine-readable report never shares a stream with the command or TensorFlow's logging.
+    shared = trace(sys.executable, "-c", "raise SystemExit(5)", cwd=tmp_path, options=("--output-format", "json"))
+    assert (shared.returncode, shared.stderr) == (2, "cglint trace: error: --output-format json needs --output-file "
+                                                     "PATH: the command and TensorFlow also write to stdout and stderr\n")
