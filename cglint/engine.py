@@ -250,13 +250,18 @@ def lint_file(path: str, rules: Rules | None = None, reduce: bool = False) -> Fi
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:
-        from cglint.rules import CODES, rules as rule_classes
-        from cglint.rules.cg000_syntax_error import SyntaxErrorRule
-
-        rules = rule_classes(CODES if rules is None else rules)
-        diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")] if SyntaxErrorRule in rules else []
-        return FileResult(path, "", diags, parsed=False)
+        return unreadable(path, rules, str(exc))
     return lint_source(source, path, rules, reduce=reduce)
+
+
+def unreadable(path: str, rules: Rules | None, reason: str) -> FileResult:
+    """A file (or stdin) whose bytes cglint cannot take: one CG000 "cannot read", no findings."""
+    from cglint.rules import CODES, rules as rule_classes
+    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
+    rules = rule_classes(CODES if rules is None else rules)
+    diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {reason}")] if SyntaxErrorRule in rules else []
+    return FileResult(path, "", diags, parsed=False)
 
 
 def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int, end_col: int, message: str) -> Diagnostic:

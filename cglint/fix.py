@@ -9,15 +9,11 @@ Library entry points (the CLI and the language server use them):
 - `validated(module, fix, path) -> str | None`: one fix applied alone, or None when the result
   would not parse or compile (the check `--fix` makes; the language server's quick fixes use it)
 - `applicable(diagnostic, unsafe)`: whether `--fix` applies a finding's fix (`Fix.applies`)
-- `write_atomic(path, data)`: temp file in the same directory, then `os.replace`
+- `write_atomic(path, data)`: files.write, the one guarded writer
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
-import tempfile
 import warnings
 from dataclasses import dataclass
 from typing import Iterable
@@ -351,10 +347,11 @@ def json_edits(source: str, module: cst.Module | None, fix: Fix) -> list[dict]:
 # ---- files ---------------------------------------------------------------------------------
 
 
-def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = False, write: bool = True) -> FixResult:
+def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = False, write: bool = True,
+             root: str | None = None) -> FixResult:
     """Fix a file in place (atomically), keeping its encoding, BOM, line endings and mode.
-    With `write=False` nothing is written (for --diff). Raises files.ReadError when the path
-    cannot be read. When the fixes cannot be written (the file is read-only, or changed or
+    With `write=False` nothing is written (for --diff); never through a link leaving `root`.
+    Raises files.ReadError when the path cannot be read. When the fixes cannot be written (the file is read-only, or changed or
     vanished since it was read), nothing is written: `not_written` says why and `result` is
     the lint of the file as it is."""
     from cglint import engine, files
@@ -362,7 +359,7 @@ def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = 
     if path.endswith(".ipynb"):  # a notebook: fixed as one module, written back cell by cell
         from cglint import notebook
 
-        return notebook.fix_file(path, rules, unsafe, write)
+        return notebook.fix_file(path, rules, unsafe, write, root)
     rules = list(rules)
     try:
         read = files.read(path)
@@ -372,7 +369,7 @@ def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = 
     fixed = fix_source(read.text, path, rules, unsafe)
     if write and fixed.changed:
         try:
-            write_back(read, fixed.new_source)
+            write_back(read, fixed.new_source, root)
         except OSError as exc:
             original = engine.lint_source(read.text, path, rules)
             return FixResult(path, read.text, read.text, [], fixed.dropped, original, not_written=_why(exc))
@@ -382,10 +379,10 @@ def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = 
 def _why(exc: OSError) -> str:
     from cglint import files
 
-    return exc.reason if isinstance(exc, files.ReadError) else (exc.strerror or str(exc)).lower()
+    return files.why(exc)
 
 
-def write_back(read, text: str) -> None:
+def write_back(read, text: str, root: str | None = None) -> None:
     """Write `text` over the file `read` (a files.Read) came from, in its encoding and BOM,
     only if the file is still what was read. Raises files.ReadError (naming the path) when the
     file is read-only, changed or gone, or the text does not fit the file's encoding."""
@@ -398,91 +395,14 @@ def write_back(read, text: str) -> None:
     except UnicodeEncodeError:
         raise files.ReadError(read.path, f"the fixed text does not fit the file's {read.decoded.encoding} "
                                          "encoding; not written") from None
-    write_atomic(read.path, data, expect=read.identity)
+    files.write(read.path, data, expect=read.identity, root=root)
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str, expect: tuple[int, int, int, int] | None = None) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never a torn
-    one: a temporary file in the same directory, flushed, given the old file's mode (and owner,
-    where allowed), then `os.replace`d over it. A symlink is followed (its target is replaced,
-    the link kept). Only a regular file (or a new one) is ever replaced: a character device
-    (`/dev/null`, a terminal) or a FIFO is written in place, never replaced by a regular file.
-
-    With `expect` (files.identity of the file as read), nothing is written if the file is gone
-    or changed since: files.ReadError says so."""
+# The one guarded writer (files.write), under the name the CLI and the language server know.
+def write_atomic(path, data, expect=None, root=None) -> None:
     from cglint import files
 
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    target = os.path.realpath(path)
-    try:
-        st: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        st = None
-    if expect is not None and (st is None or files.identity(st) != expect):
-        what = "deleted" if st is None else "changed on disk"
-        raise files.ReadError(str(path), f"{what} since cglint read it; not written")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_in_place(str(path), target, st, data)
-        return
-    directory = os.path.dirname(target) or "."
-    if st is not None:
-        mode = stat.S_IMODE(st.st_mode)
-    else:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".cglint-tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        if st is not None:
-            try:
-                os.chown(tmp, st.st_uid, st.st_gid)
-            except OSError:
-                pass
-        if expect is not None:  # last look, as close to the replace as it gets
-            try:
-                now = os.stat(target)
-            except FileNotFoundError:
-                raise files.ReadError(str(path), "deleted since cglint read it; not written") from None
-            if files.identity(now) != expect:
-                raise files.ReadError(str(path), "changed on disk since cglint read it; not written")
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _write_in_place(path: str, target: str, st: os.stat_result, data: bytes) -> None:
-    from cglint import files
-
-    if stat.S_ISDIR(st.st_mode):
-        raise files.ReadError(path, "is a directory")
-    if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-        raise files.ReadError(path, "not a regular file, a character device or a FIFO; not written")
-    try:
-        # O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of blocking forever.
-        flags = os.O_WRONLY | (getattr(os, "O_NONBLOCK", 0) if stat.S_ISFIFO(st.st_mode) else 0)
-        fd = os.open(target, flags | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise files.ReadError(path, "a FIFO with no reader; not written") from None
-        raise
-    try:
-        if stat.S_ISFIFO(st.st_mode):
-            os.set_blocking(fd, True)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
+    files.write(path, data, expect=expect, root=root)
 
 
 __all__ = ["AppliedFix", "DroppedFix", "FixResult", "TextEdit", "applicable", "fix_file", "fix_source",

@@ -627,7 +627,7 @@ def _moved(nb: Notebook, dropped: list) -> list:
     return dropped
 
 
-def fix_file(path: str, rules, unsafe: bool = False, write: bool = True):
+def fix_file(path: str, rules, unsafe: bool = False, write: bool = True, root: str | None = None):
     """Fix a notebook in place (atomically); `write=False` for --diff."""
     from cglint import files, fix
 
@@ -639,7 +639,7 @@ def fix_file(path: str, rules, unsafe: bool = False, write: bool = True):
         return fix.FixResult(path, "", "", [], [], result)
     outcome = fix_text(read.text, path, rules, unsafe)
     if write and outcome.changed:
-        fix.write_back(read, outcome.new_source)  # only if the file is still what was read
+        fix.write_back(read, outcome.new_source, root)  # only if the file is still what was read
     return outcome
 
 

@@ -1,0 +1,253 @@
+"""The trust boundaries (README, "Threat model"): the linted tree, its configuration, caches others
+can write and notebook JSON are untrusted input; a checkout cannot make cglint hang, exhaust
+memory, write outside it, run its code, or drive the terminal. One test (at least) per rule
+and per reproducer of issue 20."""
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cglint import cache, config, files
+from tests.support import ENV
+
+OP = ("import tensorflow as tf\n\n@tf.custom_gradient\ndef op(x):\n    y = tf.math.tan(x)\n"
+      "    def grad(dy):\n        return dy * tf.math.cos(y)\n    return y, grad\n")
+
+
+def cglint(*args, cwd, timeout=60, stdin=None, env=None):
+    data = {"input": stdin} if isinstance(stdin, bytes) else {"input": stdin, "text": True}
+    return subprocess.run([sys.executable, "-m", "cglint", *map(str, args)], capture_output=True, cwd=cwd,
+                          timeout=timeout, env={**ENV, **(env or {})}, **data)
+
+
+def no_traceback(run):
+    err = run.stderr if isinstance(run.stderr, str) else run.stderr.decode()
+    assert "Traceback" not in err, err
+
+
+# ---- the guarded reader: regular files, a size cap, no FIFOs or devices --------------------------
+
+
+def test_cache_entry_planted_as_a_link_to_dev_zero_is_a_miss(tmp_path):
+    """Reproducer 01: a committed cache entry linking to /dev/zero is never read."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/op.py").write_text(OP)
+    (tmp_path / "pyproject.toml").write_text("[tool.cglint]\n")
+    settings = config.load(tmp_path)
+    store = cache.Cache(tmp_path / ".cglint_cache", cache.settings_key(settings))
+    entry = store._entry(str(tmp_path / "pkg/op.py"), False)
+    entry.parent.mkdir(parents=True)
+    entry.symlink_to("/dev/zero")
+    run = cglint("--output-format", "concise", "pkg", cwd=tmp_path, timeout=60)
+    no_traceback(run)
+    assert run.returncode == 1 and "pkg/op.py:7:21: CG005" in run.stdout, run.stderr
+    assert not entry.is_symlink()  # replaced by the real entry, the link itself (not /dev/zero)
+    assert json.loads(entry.read_text())["content"]
+
+
+def test_reader_refuses_links_when_told_and_names_the_kind(tmp_path):
+    (tmp_path / "real").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(files.ReadError, match="a symbolic link, not a cache entry"):
+        files.read_bytes(str(tmp_path / "link"), what="a cache entry", follow=False)
+    assert files.read_bytes(str(tmp_path / "link"))[0] == b"x"
+    with pytest.raises(files.ReadError, match="embedded null byte"):
+        files.read_bytes(str(tmp_path / "a\0b"))
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "huge"])
+def test_baseline_named_by_the_tree_is_read_guarded(tmp_path, kind):
+    """Reproducer 02: `baseline = "/dev/zero"` or a FIFO: one line, exit 2, at once."""
+    (tmp_path / "op.py").write_text(OP)
+    if kind == "device":
+        where, message = "/dev/zero", "cglint: error: /dev/zero: a character device, not a baseline"
+    elif kind == "fifo":
+        os.mkfifo(tmp_path / "base.json")
+        where, message = "base.json", "base.json: a FIFO (named pipe), not a baseline"
+    else:
+        with open(tmp_path / "base.json", "wb") as fh:
+            fh.truncate(65 * 2**20)  # sparse
+        where, message = "base.json", "over cglint's 64 MB limit"
+    (tmp_path / "pyproject.toml").write_text(f'[tool.cglint]\nbaseline = "{where}"\n')
+    run = cglint("--no-cache", "op.py", cwd=tmp_path, timeout=30)
+    no_traceback(run)
+    assert run.returncode == 2 and message in run.stderr, run.stderr
+
+
+# ---- the guarded writer: never out of the project through a link ---------------------------------
+
+
+def _repo_with_link(tmp_path, name):
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home/.bashrc").write_text("export PS1='$ '\n")
+    (tmp_path / "repo/ops.py").write_text(OP)
+    (tmp_path / "repo" / name).symlink_to("../home/.bashrc")
+    return tmp_path / "repo"
+
+
+@pytest.mark.parametrize("args", [["--output-file", "cglint.sarif", "--output-format", "sarif"],
+                                  ["--write-baseline", "cglint.sarif"]])
+def test_reports_and_baselines_never_follow_a_link_out_of_the_project(tmp_path, args):
+    """Reproducer 03: a committed `cglint.sarif -> ~/.bashrc` is not written through."""
+    repo = _repo_with_link(tmp_path, "cglint.sarif")
+    run = cglint("--no-cache", *args, "ops.py", cwd=repo)
+    no_traceback(run)
+    assert run.returncode == 2
+    assert "cglint.sarif: cannot write: a symbolic link to" in run.stderr and "not written" in run.stderr
+    assert (tmp_path / "home/.bashrc").read_text() == "export PS1='$ '\n"
+
+
+def test_prune_baseline_never_follows_a_link_out_of_the_project(tmp_path):
+    repo = _repo_with_link(tmp_path, "base.json")
+    (tmp_path / "home/.bashrc").write_text(json.dumps({"version": 1, "findings": [
+        {"path": "gone.py", "code": "CG005", "line_hash": "0"}]}))
+    before = (tmp_path / "home/.bashrc").read_text()
+    run = cglint("--no-cache", "--baseline", "base.json", "--prune-baseline", "ops.py", cwd=repo)
+    assert run.returncode == 2 and "base.json: cannot write: a symbolic link to" in run.stderr, run.stderr
+    assert (tmp_path / "home/.bashrc").read_text() == before
+
+
+def test_trace_output_file_never_follows_a_link_out_of_the_project(tmp_path):
+    repo = _repo_with_link(tmp_path, "trace.json")
+    (repo / "pyproject.toml").write_text("[tool.cglint]\n")
+    run = cglint("trace", "--output-file", "trace.json", "--", sys.executable, "-c", "pass", cwd=repo, timeout=120)
+    assert run.returncode == 2 and "trace.json: cannot write: a symbolic link to" in run.stderr, run.stderr
+    assert (tmp_path / "home/.bashrc").read_text() == "export PS1='$ '\n"
+
+
+def test_a_link_that_stays_inside_is_followed_and_kept(tmp_path):
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "latest.txt").symlink_to("reports/r.txt")
+    (tmp_path / "op.py").write_text(OP)
+    run = cglint("--no-cache", "--output-file", "latest.txt", "op.py", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    assert (tmp_path / "latest.txt").is_symlink() and "CG005" in (tmp_path / "reports/r.txt").read_text()
+
+
+def test_fix_of_a_directory_never_writes_outside_it_through_a_link(tmp_path):
+    """Reproducer 04 (first half): `--fix tree/` leaves `outside/target.py` alone."""
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside/target.py").write_text(OP)
+    (tmp_path / "tree/link.py").symlink_to("../outside/target.py")
+    (tmp_path / "tree/inner.py").write_text(OP)
+    (tmp_path / "tree/alias.py").symlink_to("inner.py")  # inside: fixed through the link
+    run = cglint("--no-cache", "--fix", "tree", cwd=tmp_path)
+    assert run.returncode == 2
+    assert "tree/link.py: a symbolic link to" in run.stderr and "outside tree; not written" in run.stderr
+    assert (tmp_path / "outside/target.py").read_text() == OP
+    assert "cos(y)" not in (tmp_path / "tree/inner.py").read_text()
+    assert (tmp_path / "tree/alias.py").is_symlink()
+
+
+def test_symlinked_cache_directory_is_not_used(tmp_path):
+    """Reproducer 04 (second half): a committed `.cglint_cache -> elsewhere` gets no writes."""
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree/op.py").write_text(OP)
+    (tmp_path / "tree/pyproject.toml").write_text("[tool.cglint]\n")
+    (tmp_path / "tree/.cglint_cache").symlink_to("../elsewhere")
+    run = cglint(".", cwd=tmp_path / "tree")
+    assert run.returncode == 1
+    assert "cglint: warning: cache directory" in run.stderr and "is a symbolic link; not used" in run.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+# ---- caches others can write ---------------------------------------------------------------------
+
+
+def _poisoned(tmp_path, mode):
+    proj, shared = tmp_path / "proj", tmp_path / "shared"
+    (proj / "pkg").mkdir(parents=True)
+    (proj / "pkg/op.py").write_text(OP)
+    (proj / "pyproject.toml").write_text("[tool.cglint]\n")
+    settings = config.load(proj)
+    store = cache.Cache(shared, cache.settings_key(settings))
+    store.directory.mkdir(parents=True)
+    op = proj / "pkg/op.py"
+    fake = {"line": 1, "column": 1, "end_line": 1, "end_column": 2, "code": "CG005", "name": "output-derivative",
+            "severity": "error", "message": "ok \x1b]0;pwned\x07\x1b[2K",
+            "fix": {"applicability": "safe", "description": "x", "json_edits": [
+                {"content": "import os; os.system('id')\n", "location": {"row": 1, "column": 1},
+                 "end_location": {"row": 1, "column": 1}}]}}
+    for full in (False, True):
+        entry = {"key": store._file_key(settings.codes_for(str(op)), full), "content": cache._digest(OP),
+                 "parsed": True, "warnings": [], "diagnostics": [fake]}
+        store._entry(str(op), full).write_text(json.dumps(entry))
+    os.chmod(shared, mode)
+    return proj, shared
+
+
+def test_cache_writable_by_others_is_not_used(tmp_path):
+    """Reproducer 05: a shared cache directory (mode 777) decides nothing."""
+    proj, shared = _poisoned(tmp_path, 0o777)
+    run = cglint("--output-format", "concise", ".", cwd=proj, env={"CGLINT_CACHE_DIR": str(shared)})
+    assert run.returncode == 1
+    assert "pkg/op.py:7:21: CG005" in run.stdout and "pwned" not in run.stdout
+    assert run.stderr.count("\n") == 1 and "is writable by others; not used" in run.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a directory another user's needs root")
+def test_cache_owned_by_someone_else_is_not_used(tmp_path):
+    proj, shared = _poisoned(tmp_path, 0o755)
+    os.chown(shared, 12345, 12345)
+    run = cglint("--output-format", "concise", ".", cwd=proj, env={"CGLINT_CACHE_DIR": str(shared)})
+    assert "pwned" not in run.stdout and "is not owned by you; not used" in run.stderr
+
+
+def test_cache_entries_are_validated_and_what_they_say_is_escaped(tmp_path):
+    """The user's own cache, written by anyone with the user's rights: entries whose fields are
+    malformed are misses; a well-formed message still reaches the terminal escaped."""
+    proj, shared = _poisoned(tmp_path, 0o755)
+    run = cglint("--output-format", "concise", ".", cwd=proj, env={"CGLINT_CACHE_DIR": str(shared)})
+    assert "\x1b" not in run.stdout and "ok \\x1b]0;pwned\\x07\\x1b[2K" in run.stdout
+    codes = {"CG005"}
+    good = {"line": 1, "column": 1, "end_line": 1, "end_column": 2, "code": "CG005", "name": "n",
+            "severity": "error", "message": "m"}
+    assert cache._valid(dict(good), codes)
+    for bad in ({"line": "1"}, {"line": -1}, {"code": "CG999"}, {"code": "X"}, {"message": 3},
+                {"fix": {"applicability": "always", "description": "", "json_edits": []}},
+                {"fix": {"applicability": "safe", "description": "", "json_edits": [{"content": 1}]}}):
+        with pytest.raises(TypeError):
+            cache._valid({**good, **bad}, codes)
+
+
+# ---- no code from the current directory -----------------------------------------------------------
+
+
+def test_python_m_cglint_never_imports_from_the_current_directory(tmp_path):
+    """Reproducer 06."""
+    for name in ("dataclasses", "difflib", "tomllib", "json"):
+        (tmp_path / f"{name}.py").write_text(f"open('MARK-{name}', 'w')\n")
+    (tmp_path / "op.py").write_text(OP)
+    run = cglint("--no-cache", "--diff", "op.py", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    assert not list(tmp_path.glob("MARK-*"))
+
+
+# ---- control characters are escaped in every human-readable output --------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["text", "concise", "github"])
+def test_terminal_escapes_in_the_linted_code_are_shown_escaped(tmp_path, fmt):
+    """Reproducer 07."""
+    (tmp_path / "op.py").write_text(OP.replace("cos(y)\n", "cos(y)  # \x1b]0;title\x07\x1b[2K\x9b1A\u202e\n"))
+    run = cglint("--no-cache", "--output-format", fmt, "op.py", cwd=tmp_path)
+    assert run.returncode == 1
+    assert not any(c in run.stdout for c in "\x1b\x07\x9b\u202e"), run.stdout
+    if fmt == "text":
+        assert "# \\x1b]0;title\\x07\\x1b[2K\\x9b1A\\u202e" in run.stdout
+
+
+def test_file_names_with_control_characters_are_escaped_in_messages(tmp_path):
+    (tmp_path / "a\x1b[2Kb.py").symlink_to("/dev/null")
+    run = cglint("--no-cache", ".", cwd=tmp_path)
+    assert run.returncode == 2 and "a\\x1b[2Kb.py: a character device" in run.stderr and "\x1b" not in run.stderr
