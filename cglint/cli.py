@@ -116,6 +116,10 @@ def entry() -> None:
     same way. Output is flushed first, and nothing else is pending by then: the cache is written
     and a `--jobs` pool closed before `main` returns. The language server and `trace` (which
     runs a command) exit as usual."""
+    if sys.argv[1:2] != ["lsp"]:
+        from cglint import files
+
+        files.guard_signals()  # SIGTERM/SIGHUP end the run as Ctrl-C does, temporary files removed
     code = main()
     if sys.argv[1:2] in (["lsp"], ["trace"]):
         raise SystemExit(code)
@@ -129,10 +133,6 @@ def entry() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] != ["lsp"]:
-        from cglint import files
-
-        files.guard_signals()  # SIGTERM/SIGHUP end the run as Ctrl-C does, temporary files removed
     if argv[:1] == ["lsp"]:  # a subcommand; a path named `lsp` is reachable as `./lsp`
         from cglint.lsp import main as lsp_main
 
@@ -519,9 +519,13 @@ def _run_stdin(args, settings) -> int:
     try:
         decoded = pysource.decode(raw)
     except pysource.UndecodableError as exc:  # nothing cglint can fix: the buffer as it came
+        result = engine.unreadable(name, rules, str(exc))
+        if not (args.fix or args.diff):
+            return _report(args, settings, [result], 0)
         if args.fix:
             _echo(raw)
-        return _report(args, settings, [engine.unreadable(name, rules, str(exc))], 0)
+            sys.stderr.write(render(args.output_format, [result], Context(unsafe_fixes=args.unsafe_fixes)))
+        return EXIT_FINDINGS if result.diagnostics and not args.exit_zero else EXIT_CLEAN
     source = decoded.text
     try:
         if args.fix or args.diff:

@@ -6,7 +6,7 @@ import errno
 import os
 import re
 import stat
-import tempfile
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -299,9 +299,7 @@ def write(path: str | os.PathLike[str], data: bytes | str, expect: tuple[int, in
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".cglint-tmp",
-                               dir=os.path.dirname(target) or ".")
-    _PENDING.add(tmp)
+    fd, tmp = _temporary(target)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -327,6 +325,22 @@ def write(path: str | os.PathLike[str], data: bytes | str, expect: tuple[int, in
         raise
     finally:
         _PENDING.discard(tmp)
+
+
+def _temporary(target: str) -> tuple[int, str]:
+    """A new file next to `target`, registered in _PENDING before it exists (so that a signal
+    at any moment finds it)."""
+    for _ in range(100):
+        tmp = os.path.join(os.path.dirname(target) or ".", f".{os.path.basename(target)}.{secrets.token_hex(4)}.cglint-tmp")
+        _PENDING.add(tmp)
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600), tmp
+        except FileExistsError:
+            _PENDING.discard(tmp)
+        except BaseException:
+            _PENDING.discard(tmp)
+            raise
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", target)
 
 
 def _keep(path: str, target: str, fd: int, st: os.stat_result, mode: int) -> None:
@@ -379,9 +393,9 @@ def _write_in_place(path: str, target: str, st: os.stat_result, data: bytes) -> 
 
 
 def guard_signals() -> None:
-    """SIGTERM and SIGHUP (a CI job cancelled, `timeout`, a closed terminal) end cglint as
-    Ctrl-C does: temporary files are removed and KeyboardInterrupt unwinds the run (children
-    are stopped, exit status 2)."""
+    """SIGINT, SIGTERM and SIGHUP (Ctrl-C, a CI job cancelled, `timeout`, a closed terminal)
+    end cglint alike: temporary files are removed at once and KeyboardInterrupt unwinds the
+    run (children are stopped, exit status 2)."""
     import signal
 
     owner = os.getpid()
@@ -398,7 +412,7 @@ def guard_signals() -> None:
                 pass
         raise KeyboardInterrupt
 
-    for name in ("SIGTERM", "SIGHUP"):
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             try:
                 signal.signal(getattr(signal, name), stop)

@@ -251,3 +251,86 @@ def test_file_names_with_control_characters_are_escaped_in_messages(tmp_path):
     (tmp_path / "a\x1b[2Kb.py").symlink_to("/dev/null")
     run = cglint("--no-cache", ".", cwd=tmp_path)
     assert run.returncode == 2 and "a\\x1b[2Kb.py: a character device" in run.stderr and "\x1b" not in run.stderr
+
+
+# ---- no data loss: stdin keeps its bytes, the writer keeps what the file was --------------------
+
+
+def test_stdin_fix_keeps_encoding_cookie_bom_and_line_endings(tmp_path):
+    """Reproducer 09 (a, c): a latin-1 buffer with its cookie, a BOM, CRLF."""
+    latin = OP.replace("import tensorflow as tf\n", "# -*- coding: latin-1 -*-\nimport tensorflow as tf\nN = 'caf\xe9'\n")
+    data = latin.replace("\n", "\r\n").encode("latin-1")
+    run = cglint("-", "--fix", "--stdin-filename", "op.py", cwd=tmp_path, stdin=data)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == data.replace(b"cos(y)", b"cos(x)")
+    bom = b"\xef\xbb\xbf" + OP.encode()
+    run = cglint("-", "--fix", "--stdin-filename", "op.py", cwd=tmp_path, stdin=bom)
+    assert run.stdout == bom.replace(b"cos(y)", b"cos(x)")
+    clean = b"\xef\xbb\xbfx = 1\r\n"  # nothing to fix: the bytes as they came
+    assert cglint("-", "--fix", "--stdin-filename", "x.py", cwd=tmp_path, stdin=clean).stdout == clean
+
+
+def test_stdin_that_is_not_valid_utf8_is_cg000_and_echoed_unchanged(tmp_path):
+    """Reproducer 09 (b): as a path would be, CG000 "cannot read"; --fix echoes the bytes."""
+    bad = b'x = "\xff\xfe"\n' + OP.encode()
+    run = cglint("-", "--fix", "--stdin-filename", "bad.py", "--output-format", "concise", cwd=tmp_path, stdin=bad)
+    assert run.returncode == 1 and run.stdout == bad
+    assert b"bad.py:1:1: CG000 cannot read: not valid UTF-8 (byte 5)" in run.stderr
+    run = cglint("-", "--stdin-filename", "bad.py", "--output-format", "concise", cwd=tmp_path, stdin=bad)
+    assert run.returncode == 1 and run.stdout.startswith(b"bad.py:1:1: CG000 cannot read")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_signals_during_fix_leave_no_temporary_file(tmp_path, sig):
+    """Reproducer 17: SIGTERM and SIGHUP clean up as SIGINT does; the files are old or new."""
+    body = OP + "".join(f"\ndef helper_{k}(a):\n    return a + {k}\n" for k in range(150))
+    for attempt in range(3):
+        tree = tmp_path / f"tree{attempt}"
+        tree.mkdir()
+        for i in range(12):
+            (tree / f"m{i}.py").write_text(body)
+        proc = subprocess.Popen([sys.executable, "-m", "cglint", "--no-cache", "--fix", str(tree)], env=ENV,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seen = False
+        while proc.poll() is None and not seen:
+            seen = any(n.endswith(".cglint-tmp") for n in os.listdir(tree))
+        if seen:
+            proc.send_signal(sig)
+        assert proc.wait(60) in ((2,) if seen else (0, 2))
+        assert not [n for n in os.listdir(tree) if n.endswith(".cglint-tmp")]
+        assert all((tree / f"m{i}.py").read_text() in (body, body.replace("cos(y)", "cos(x)")) for i in range(12))
+        if seen:
+            return
+    pytest.skip("the run ended before a temporary file was seen")
+
+
+def test_writer_keeps_setuid_owner_and_extended_attributes(tmp_path):
+    """Reproducer 18: chmod after chown, so setuid survives; xattrs copied."""
+    target = tmp_path / "f.py"
+    target.write_text("old\n")
+    if os.geteuid() == 0:
+        os.chown(target, 1234, 5678)
+    os.chmod(target, 0o4751)
+    try:
+        os.setxattr(target, "user.tag", b"keep")
+        tagged = True
+    except OSError:  # a file system without user xattrs
+        tagged = False
+    files.write(str(target), "new\n")
+    st = os.stat(target)
+    assert target.read_text() == "new\n" and stat.S_IMODE(st.st_mode) == 0o4751
+    if os.geteuid() == 0:
+        assert (st.st_uid, st.st_gid) == (1234, 5678)
+    if tagged:
+        assert os.getxattr(target, "user.tag") == b"keep"
+
+
+def test_fix_refuses_to_split_hard_links(tmp_path):
+    """Reproducer 18: a file with another name is not replaced (both names keep one text)."""
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree/op.py").write_text(OP)
+    os.link(tmp_path / "tree/op.py", tmp_path / "same.py")
+    run = cglint("--no-cache", "--fix", "tree", cwd=tmp_path)
+    assert run.returncode == 2 and "tree/op.py: has 2 hard links (replacing it would split them); not written" \
+        in run.stderr, run.stderr
+    assert os.stat(tmp_path / "same.py").st_nlink == 2 and (tmp_path / "same.py").read_text() == OP
