@@ -253,6 +253,7 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
     cls = getattr(module, reach["class"], None)
     if not inspect.isclass(cls):
         return skipped(f"not reachable by import: {reach['class']} not found in the module", seed)
+    _seed_everything(seed)  # weights the constructor or build initialise randomly: the same every run
     try:
         instances = _instances(module, cls)
     except Exception as e:  # noqa: BLE001 - the user's constructor
@@ -292,6 +293,15 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
     why = f"; the last call raised {failures[-1]}" if failures else ""
     return skipped(f"calling {qualname} on the inputs tried never reached the custom gradient{why}; {_TRACE_HINT}",
                    seed)
+
+
+def _seed_everything(seed: int) -> None:
+    if "keras" in sys.modules:
+        sys.modules["keras"].utils.set_random_seed(seed)  # Python, NumPy, TensorFlow and Keras's own
+    else:
+        import tensorflow as tf
+
+        tf.random.set_seed(seed)
 
 
 def instrument_params(source: str, qualname: str) -> list[str]:

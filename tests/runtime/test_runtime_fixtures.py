@@ -49,7 +49,8 @@ EXPECTED = {
                            "gradient reversed and scaled by 0.3: custom = -0.3 x autodiff for x",
                            "normal(2, 3), float(-0.3)", {"eager": "intentional"}),
     # Made inside a method: the child builds the class and calls it under trace's instrumentation.
-    "keras_layer_call.py": ("dense_softsign", "mismatch", "d/x off by", "normal(2, 3)",
+    "keras_layer_call.py": ("dense_softsign", "mismatch", "d/softsign/variable off by 9.2% vs autodiff; d/x off by 9%",
+                            "normal(2, 3)",
                             {"eager": "mismatch", "tf.function": "mismatch"}),
     "module_call.py": ("scale", "match", "matches autodiff to 0", "normal()", {"tf.function": "match"}),
     "tf_function_inside.py": ("fast_gelu", "error",
