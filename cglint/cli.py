@@ -483,7 +483,7 @@ def _run_stdin(args, settings) -> int:
         rules = rule_classes(rules)
     try:
         if args.fix or args.diff:
-            fixer = notebook.fix_text if nb else fix.fix_source
+            fixer = fix.fix_notebook_text if nb else fix.fix_source
             outcome = fixer(source, name, rules, unsafe=args.unsafe_fixes)
             if args.show_fixes:
                 _show_fixes([(name, [(a.code, a.name) for a in outcome.applied])], would=args.diff, to_stdout=False)
@@ -494,7 +494,7 @@ def _run_stdin(args, settings) -> int:
             sys.stderr.write(render(args.output_format, [outcome.result],
                                     Context(fixed=len(outcome.applied), unsafe_fixes=args.unsafe_fixes)))
             return EXIT_FINDINGS if outcome.remaining and not args.exit_zero else EXIT_CLEAN
-        result = notebook.lint_text(source, name, rules) if nb else engine.lint_source(source, name, rules)
+        result = engine.lint_notebook_text(source, name, rules) if nb else engine.lint_source(source, name, rules)
     except engine.InternalError as exc:
         return _fail(f"internal error, please report: {exc}")
     for warning in result.warnings:
