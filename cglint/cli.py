@@ -529,7 +529,7 @@ def _run_stdin(args, settings) -> int:
     source = decoded.text
     try:
         if args.fix or args.diff:
-            fixer = notebook.fix_text if nb else fix.fix_source
+            fixer = fix.fix_notebook_text if nb else fix.fix_source
             outcome = fixer(source, name, rules, unsafe=args.unsafe_fixes)
             if args.show_fixes:
                 _show_fixes([(name, [(a.code, a.name) for a in outcome.applied])], would=args.diff, to_stdout=False)
@@ -542,11 +542,11 @@ def _run_stdin(args, settings) -> int:
                     out = pysource.encode(outcome.new_source, decoded)
                 except UnicodeEncodeError:
                     _warn(f"{name}: the fixed text does not fit the buffer's {decoded.encoding} encoding; not fixed")
-                    result, fixed = (notebook.lint_text if nb else engine.lint_source)(source, name, rules), 0
+                    result, fixed = (engine.lint_notebook_text if nb else engine.lint_source)(source, name, rules), 0
             _echo(out)
             sys.stderr.write(render(args.output_format, [result], Context(fixed=fixed, unsafe_fixes=args.unsafe_fixes)))
             return EXIT_FINDINGS if result.diagnostics and not args.exit_zero else EXIT_CLEAN
-        result = notebook.lint_text(source, name, rules) if nb else engine.lint_source(source, name, rules)
+        result = engine.lint_notebook_text(source, name, rules) if nb else engine.lint_source(source, name, rules)
     except engine.InternalError as exc:
         return _fail(f"internal error, please report: {exc}")
     for warning in result.warnings:
