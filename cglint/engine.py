@@ -100,7 +100,10 @@ def _lint_source(
     tree, python_error = pysource.parse(source)
     from cglint.rules import CODES, rules as rule_classes
 
-    if python_error is not None and python_error.nesting:
+    # Python's parser says where the error is and what it is, as `python file.py` would (an
+    # unclosed `(` on the line of the `(`). It is the judge: a file the running Python refuses
+    # (a NUL, a second BOM, 3.12 f-strings on 3.11) gets this CG000 and no rule, no fix.
+    if python_error is not None:
         return _syntax_error(path, source, rule_classes(CODES if rules is None else rules), python_error.line,
                              python_error.column, f"cannot parse: {python_error.message}", apply_noqa)
     text = pysource.analysis_text(source, tree) if tree is not None else source
@@ -116,11 +119,6 @@ def _lint_source(
     parsed = text
     module, problem, text = _parse_libcst(text, tree)
     if module is None:
-        if python_error is not None:
-            # Python's parser says where the error is and what it is, as `python file.py` would
-            # (an unclosed `(` on the line of the `(`); message and range name the same place.
-            return _syntax_error(path, source, rules, python_error.line, python_error.column,
-                                 f"cannot parse: {python_error.message}", apply_noqa)
         # Python compiles the file but libcst cannot parse it: not the user's syntax error.
         reason = problem[2] if problem is not None else "libcst cannot parse it"
         return FileResult(path, source, [], parsed=False,

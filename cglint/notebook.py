@@ -342,15 +342,30 @@ def _joined(source) -> str:
     return "".join(source) if isinstance(source, list) else source  # nbformat stores lines or one string
 
 
+def _unique(pairs: list) -> dict:
+    # Python keeps the last of two equal keys, the writer would edit the first: such a
+    # notebook means different things to different readers and is never linted or written.
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {duplicate!r} appears twice in one object")
+    return out
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
 def validate(raw: str):
     """Parse and validate `raw` with nbformat (nbformat 4 only); the notebook node, or
     NotebookError with nbformat's reason in one line."""
     import nbformat
 
     try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise NotebookError(f"not valid JSON: {exc}") from None
+        data = json.loads(raw, object_pairs_hook=_unique, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:  # ValueError: a number of more than 4,300 digits too
+        raise NotebookError(f"not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict) or data.get("nbformat") != 4:
         version = data.get("nbformat") if isinstance(data, dict) else None
         raise NotebookError(f"not an nbformat 4 notebook (nbformat: {version!r})")

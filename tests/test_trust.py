@@ -334,3 +334,62 @@ def test_fix_refuses_to_split_hard_links(tmp_path):
     assert run.returncode == 2 and "tree/op.py: has 2 hard links (replacing it would split them); not written" \
         in run.stderr, run.stderr
     assert os.stat(tmp_path / "same.py").st_nlink == 2 and (tmp_path / "same.py").read_text() == OP
+
+
+# ---- notebook JSON and files Python refuses ------------------------------------------------------
+
+NB_OP = [line + "\n" for line in OP.splitlines()]
+
+
+def _notebook(cells_json: str) -> str:
+    return ('{"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3", '
+            '"language": "python", "display_name": "P"}}, ' + cells_json + "}\n")
+
+
+def _cell(source, i=1):
+    return {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": source}
+
+
+@pytest.mark.parametrize("tail, reason", [
+    (', "n": ' + "9" * 5000, "Exceeds the limit (4300 digits)"),  # reproducer 10
+    (', "n": NaN', "NaN is not JSON"),
+])
+def test_notebook_json_python_would_choke_on_is_one_cg000(tmp_path, tail, reason):
+    text = _notebook('"cells": ' + json.dumps([_cell(NB_OP)]))
+    (tmp_path / "nb.ipynb").write_text(text[:-2] + tail + "}\n")
+    (tmp_path / "op.py").write_text(OP)
+    run = cglint("--no-cache", "--output-format", "concise", ".", cwd=tmp_path)
+    no_traceback(run)
+    assert run.returncode == 1 and "op.py:7:21: CG005" in run.stdout
+    assert "nb.ipynb:1:1: CG000 cannot read notebook: not valid JSON: " in run.stdout and reason in run.stdout
+
+
+def test_notebook_with_a_duplicate_key_is_cg000_and_never_written(tmp_path):
+    """Reproducer 11: Python keeps the last `cells`, the writer would edit the first."""
+    text = _notebook('"cells": ' + json.dumps([_cell(["print('ignored')\n"], 7)]) + ', "cells": '
+                     + json.dumps([_cell(NB_OP)]))
+    (tmp_path / "dup.ipynb").write_text(text)
+    run = cglint("--no-cache", "--fix", "--output-format", "concise", "dup.ipynb", cwd=tmp_path)
+    assert run.returncode == 1
+    assert "dup.ipynb:1:1: CG000 cannot read notebook: not valid JSON: the key 'cells' appears twice" in run.stdout
+    assert (tmp_path / "dup.ipynb").read_text() == text and "fixed" not in run.stderr
+
+
+@pytest.mark.parametrize("name, data, where", [
+    ("nul.py", b'import tensorflow as tf\nS = "a\x00b"\n', "1:1"),
+    ("double_bom.py", b"\xef\xbb\xbf\xef\xbb\xbfimport tensorflow as tf\n", "1:1"),
+    pytest.param("nested_fstring.py", b'import tensorflow as tf\nS = f"{f"{1}"}"\n', "2:",
+                 marks=pytest.mark.skipif(sys.version_info >= (3, 12), reason="valid from Python 3.12")),
+])
+def test_files_python_refuses_are_cg000_and_never_fixed(tmp_path, name, data, where):
+    """Reproducer 19: the running Python's parser is the judge, before any rule."""
+    data += OP.split("\n", 1)[1].encode()
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises((SyntaxError, ValueError)):
+        compile(data, name, "exec")
+    run = cglint("--no-cache", "--fix", "--output-format", "concise", name, cwd=tmp_path)
+    assert run.returncode == 1
+    assert [line.split(" ")[:2] for line in run.stdout.splitlines()] == [[line.split(" ")[0], "CG000"]
+                                                                         for line in run.stdout.splitlines()]
+    assert f"{name}:{where}" in run.stdout and len(run.stdout.splitlines()) == 1
+    assert (tmp_path / name).read_bytes() == data
