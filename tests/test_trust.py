@@ -393,3 +393,40 @@ def test_files_python_refuses_are_cg000_and_never_fixed(tmp_path, name, data, wh
                                                                          for line in run.stdout.splitlines()]
     assert f"{name}:{where}" in run.stdout and len(run.stdout.splitlines()) == 1
     assert (tmp_path / name).read_bytes() == data
+
+
+# ---- globs: invalid ones are a configuration error, matching is linear ----------------------------
+
+
+@pytest.mark.parametrize("table", ['extend-exclude = ["[z-a]"]', '[tool.cglint.per-file-ignores]\n"[z-a]" = ["CG005"]'])
+def test_invalid_glob_is_a_one_line_configuration_error(tmp_path, table):
+    """Reproducer 14 (a)."""
+    (tmp_path / "op.py").write_text(OP)
+    (tmp_path / "pyproject.toml").write_text(f"[tool.cglint]\n{table}\n")
+    run = cglint("--no-cache", ".", cwd=tmp_path)
+    no_traceback(run)
+    assert run.returncode == 2 and "cglint: error: invalid glob '[z-a]' in `" in run.stderr
+    assert "bad character range z-a" in run.stderr and str(tmp_path / "pyproject.toml") in run.stderr
+
+
+@pytest.mark.parametrize("pattern", ["[!]", "[[:alpha:]]"])
+def test_odd_classes_are_literal_and_warn_nothing(tmp_path, pattern):
+    """Reproducer 14 (a, b): `[!]` never closes (literal), `[[:alpha:]]` is a class then `]`."""
+    (tmp_path / "op.py").write_text(OP)
+    (tmp_path / "pyproject.toml").write_text(f'[tool.cglint]\nextend-exclude = ["{pattern}"]\n')
+    run = cglint("--no-cache", ".", cwd=tmp_path)
+    assert run.returncode == 1 and run.stderr == ""
+
+
+def test_globs_with_many_double_stars_match_in_linear_time():
+    """Reproducer 14 (c): `**a**a...**b` against a long name took 38 s (regex backtracking)."""
+    glob = config.Glob("**a" * 9 + "**b")
+    start = time.perf_counter()
+    assert not glob.matches("a" * 400, False)
+    assert glob.matches("a" * 9 + "b", False)
+    assert time.perf_counter() - start < 1.0
+    cases = [("*.py", "a/b/c.py", True), ("src/*.py", "src/x/a.py", False), ("**/gen/*.py", "gen/x.py", True),
+             ("x/**/y/**/z*", "x/1/y/2/3/zq", True), ("x/**/y/**/z*", "x/1/y/2/3/q", False),
+             ("*a*b*c", "zz/xaybzc", True), ("*a*b*c", "xa/ybzc", False), ("[!a]b", "ab", False)]
+    for pattern, path, expected in cases:
+        assert config.Glob(pattern).matches(path, False) is expected, pattern
