@@ -430,3 +430,20 @@ def test_globs_with_many_double_stars_match_in_linear_time():
              ("*a*b*c", "zz/xaybzc", True), ("*a*b*c", "xa/ybzc", False), ("[!a]b", "ab", False)]
     for pattern, path, expected in cases:
         assert config.Glob(pattern).matches(path, False) is expected, pattern
+
+
+# ---- deep expressions libcst would recurse on ---------------------------------------------------
+
+STRCAT = OP.replace("        return dy", "        s = (" + ' "a"' * 400 + ")\n        return dy")
+
+
+@pytest.mark.parametrize("args", [["--output-format", "json"], ["--output-format", "sarif"], ["--diff"], ["--fix"]])
+def test_400_concatenated_strings_are_no_recursion_error(tmp_path, args):
+    """Reproducer 20: libcst nests implicit concatenation one level per string."""
+    (tmp_path / "m.py").write_text(STRCAT)
+    run = cglint("--no-cache", *args, "m.py", cwd=tmp_path, timeout=120)
+    no_traceback(run)
+    if args == ["--fix"]:
+        assert run.returncode == 0 and (tmp_path / "m.py").read_text() == STRCAT.replace("cos(y)", "cos(x)")
+    else:
+        assert run.returncode == 1 and ("CG005" in run.stdout or "+        return dy * tf.math.cos(x)" in run.stdout)
