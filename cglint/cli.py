@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ERROR
     try:
         return _run(argv)
-    except KeyboardInterrupt:
-        return EXIT_ERROR
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (files.guard_signals)
+        return _fail("interrupted")
     except BrokenPipeError:
         return EXIT_ERROR
 

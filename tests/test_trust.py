@@ -447,3 +447,27 @@ def test_400_concatenated_strings_are_no_recursion_error(tmp_path, args):
         assert run.returncode == 0 and (tmp_path / "m.py").read_text() == STRCAT.replace("cos(y)", "cos(x)")
     else:
         assert run.returncode == 1 and ("CG005" in run.stdout or "+        return dy * tf.math.cos(x)" in run.stdout)
+
+
+# ---- processes: nothing left behind -------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/prlimit"), reason="needs prlimit")
+def test_pool_that_cannot_start_falls_back_and_leaves_no_process(tmp_path):
+    """Reproducer 16: under a 50 MiB address-space limit the pool's threads cannot start; the
+    run lints in this process and `cglint ... | cat` returns (no worker holds the pipe)."""
+    (tmp_path / "pkg").mkdir()
+    for i in range(30):
+        (tmp_path / f"pkg/op{i}.py").write_text(OP)
+    proc = subprocess.Popen(["prlimit", f"--as={50 << 20}", sys.executable, "-m", "cglint", "--no-cache", "--jobs", "2",
+                             "pkg"], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)  # returns only when every holder of the pipes is gone
+    finally:
+        left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        for pid in left:
+            os.kill(int(pid), signal.SIGKILL)
+    assert not left
+    assert b"Traceback" not in err and proc.returncode in (0, 1, 2)  # 0: libcst itself may not load in 50 MiB
+    assert b"cglint: warning: cannot start 2 worker processes" in err
