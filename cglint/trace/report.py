@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cglint.runtime.symptoms import shows
+
 _RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
 _SUMMARY_KEYS = ("verdict", "reference", "max_rel_error", "detail")
 
@@ -137,7 +139,7 @@ def build(functions: list[Function], settings=None, cwd: Path | None = None):
             start, end, line, wrapper_line = site_span
             summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
             for d in result.diagnostics:
-                if start <= d.line <= end or d.line == wrapper_line:
+                if (start <= d.line <= end or d.line == wrapper_line) and shows(d.code, verdict):
                     d.runtime = summary
         runtime.append({"path": display, "function": name, "line": line,
                         **{k: verdict.get(k) for k in _SUMMARY_KEYS}, "checked": verdict["checked"],
