@@ -64,6 +64,8 @@ def how_checked(check: dict, others: list[dict] = ()) -> str:
     """How `check` ran; where the function's checks closed over other values (a layer used twice
     with other settings), the values that set this one apart."""
     text = _how_checked(check)
+    if check["report"].get("sliced"):
+        text += f", {check['report']['sliced']} (the inputs exceed the check's budget)"
     variants = {tuple(c.get("variant") or ()) for c in others}
     if len(variants) > 1:
         common = set.intersection(*map(set, variants))
