@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 VERDICTS = ("match", "mismatch", "intentional", "error", "skipped")
-REFERENCES = ("autodiff", "finite-differences")
+REFERENCES = ("autodiff", "float64-autodiff", "finite-differences")
 
 
 def _finite_or_none(x: float | None) -> float | None:

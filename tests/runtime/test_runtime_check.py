@@ -379,3 +379,53 @@ def test_runtime_all_mismatches_in_unflagged_functions_are_not_all_checks_passed
     assert "squared_norm: mismatch vs autodiff: d/x off by 50% vs autodiff: custom = 0.5 x autodiff, a constant factor" in run.stdout, run.stdout
     assert "softplus: mismatch vs autodiff: d/x off by 200% vs autodiff: custom = -1 x autodiff, a sign error?" in run.stdout, run.stdout
     assert run.stdout.rstrip().endswith("No static findings; 2 runtime checks failed (1 file checked)."), run.stdout
+
+
+def test_a_quantiser_through_an_integer_cast_is_a_straight_through_estimator():
+    """int8 fake quantisation (Keras- and larq-style): autodiff has no gradient through the cast,
+    finite differences wide enough to measure cross the steps; the forward is a staircase and the
+    grad passes the upstream: intentional, never "off by an unbounded amount"."""
+    @tf.custom_gradient
+    def fake_int8(x):
+        q = tf.cast(tf.clip_by_value(tf.round(x * 127.0), -127.0, 127.0), tf.int8)
+        return tf.cast(q, tf.float32) / 127.0, lambda dy: dy
+
+    r = check_gradient(fake_int8, tf.random.stateless_normal([4, 6], seed=[1, 2]))
+    assert r.verdict == "intentional", r.detail
+    assert r.detail.startswith("straight-through estimator: the forward is piecewise constant in x")
+
+
+def test_without_autodiff_finite_differences_are_the_reference_in_any_precision():
+    import numpy as np
+
+    def through_numpy(derivative):
+        @tf.custom_gradient
+        def np_sin(x):
+            y = tf.numpy_function(lambda a: np.sin(a).astype(np.float32), [x], tf.float32)
+            y.set_shape(x.shape)
+            return y, lambda dy: dy * derivative(x)
+        return np_sin
+
+    x = tf.random.stateless_normal([4, 6], seed=[1, 2])
+    right = check_gradient(through_numpy(tf.cos), x)
+    assert (right.verdict, right.reference) == ("match", "finite-differences"), right.detail
+    wrong = check_gradient(through_numpy(lambda x: tf.cos(2.0 * x)), x)
+    assert (wrong.verdict, wrong.reference) == ("mismatch", "finite-differences"), wrong.detail
+    assert wrong.detail.endswith("vs finite differences (autodiff has no gradient here)")
+
+
+def test_an_unstable_gradient_is_caught_by_the_float64_reference_only():
+    """softplus's grad written exp(x) / (1 + exp(x)): NaN at x = 100 in float32, and float32
+    autodiff of the same formula is NaN too (inconclusive against it); float64 autodiff of the
+    same forward is finite there, so the custom gradient is shown unstable."""
+    def naive(x):
+        e = tf.exp(x)
+        return tf.math.log(1.0 + e), lambda dy: dy * e / (1.0 + e)
+
+    x = tf.constant([100.0, 1.0, -3.0])
+    r = check_gradient(naive, x)
+    assert (r.verdict, r.reference) == ("mismatch", "float64-autodiff"), r.detail
+    assert r.detail.startswith("d/x is not finite (nan at 1 of 3 elements) in float32 where float64 autodiff")
+    assert check_gradient(naive, x, float64_rerun=False).verdict == "skipped"  # same precision: inconclusive
+    stable = check_gradient(lambda x: (tf.math.softplus(x), lambda dy: dy * tf.sigmoid(x)), x)
+    assert stable.verdict == "match", stable.detail
