@@ -9,8 +9,8 @@ received. Side by side, in the same run:
   cglint lsp, pull      didChange, then textDocument/diagnostic -> response (no debounce)
   ruff server, push     the same edits through another Python linter's language server,
                         if `ruff` is installed (it checks other things; a latency reference)
-  engine, in process    cglint.engine.lint_source on the edited text: the floor (the server
-                        lints the reduced parse; a fix needs the full one)
+  engine, in process    cglint.engine.lint_source on the edited text, and the server's
+                        incremental analysis of it
   cglint CLI            `cglint FILE`, a new process per run
   flake8 --select CG    `flake8 --select CG FILE` with the cglint plugin, a new process per run
 
@@ -228,9 +228,9 @@ def process_latencies(command: list[str], runs: int) -> list[float]:
     return times
 
 
-def engine_latencies(text: str, runs: int, reduce: bool | None, where: str = "end") -> list[float]:
-    """In process: `engine.lint_source` (reduce True/False) or, with `reduce=None`, the
-    server's incremental analysis (warmed by one lint of the text)."""
+def engine_latencies(text: str, runs: int, incremental: bool, where: str = "end") -> list[float]:
+    """In process: `engine.lint_source`, or the server's incremental analysis (warmed by one
+    lint of the text)."""
     sys.path.insert(0, str(ROOT))
     from cglint import engine
     from cglint.lsp.incremental import Analysis
@@ -238,16 +238,16 @@ def engine_latencies(text: str, runs: int, reduce: bool | None, where: str = "en
 
     analysis = Analysis()
     rules = list(ALL_RULES)
-    if reduce is None:
+    if incremental:
         analysis.lint(text, "bench.py", rules)
     times = []
     for n in range(runs):
         text, _, _ = edit_at(text, n, where)
         start = time.perf_counter()
-        if reduce is None:
+        if incremental:
             result = analysis.lint(text, "bench.py", rules).result
         else:
-            result = engine.lint_source(text, "bench.py", rules, reduce=reduce)
+            result = engine.lint_source(text, "bench.py", rules)
         times.append(time.perf_counter() - start)
         assert sum(d.code == "CG005" for d in result.diagnostics) == 20
     return times
@@ -302,10 +302,8 @@ def main() -> int:
                      "Neovim's `gra` on a CG005 line: actions for the line, then the fix's edit"))
         rows.append(("cglint lsp, pull while a quick fix resolves", during, "a lint does not wait behind a fix"))
         for where in ("end", "site"):
-            rows.append((f"engine in process, incremental, {where}", engine_latencies(text, args.edits, None, where),
+            rows.append((f"engine in process, incremental, {where}", engine_latencies(text, args.edits, True, where),
                          "cglint.lsp.incremental: the server's lint"))
-        rows.append(("engine in process, reduced parse", engine_latencies(text, max(args.edits // 4, 5), True),
-                     "lint_source(reduce=True): the server's lint before incremental analysis"))
         rows.append(("engine in process, full parse", engine_latencies(text, max(args.edits // 8, 3), False),
                      "lint_source(): a whole-file parse"))
         rows.append(("cglint FILE (CLI)", process_latencies([sys.executable, "-m", "cglint", "--no-cache", str(path)],

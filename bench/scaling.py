@@ -7,12 +7,11 @@ Generates one module per size from realistic site shapes, repeated with fresh na
 decorated op with a caller, a Keras layer whose `call` closes over a custom-gradient function
 reading its weights, the call form `tf.custom_gradient(_fwd)`, a forward reading a module
 variable with a `variables` grad fn, a NumPy-in-forward bug, a forgotten decorator, and plain
-model code around them. Each module is linted (`lint_source`, every rule, prefilter on) both
-ways the CLI does: with the whole tree (JSON, SARIF, `--fix`) and reduced (`cglint FILE`'s
-text output), `--runs` times, sizes and modes alternating so a busy machine slows every size
+model code around them. Each module is linted (`lint_source`, every rule, prefilter on: what
+every output format does) `--runs` times, sizes alternating so a busy machine slows every size
 alike; the table shows the median time per module and per site, and the per-site ratio to the
 smallest size. The target: per-site time at 6,000 within 1.5x of 250, and the 6,000-site
-module under 10 s (judged on the whole-tree path, the slower one).
+module under 10 s.
 """
 
 from __future__ import annotations
@@ -137,49 +136,45 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     sources = {n: module(n) for n in args.sizes}
-    # "full": the whole tree (JSON, SARIF, --fix); "reduced": what `cglint FILE` does for text
-    # output (libcst parses only the statements that can matter: cglint.quickscan).
-    times: dict[tuple[int, bool], list[float]] = {(n, r): [] for n in args.sizes for r in (False, True)}
+    times: dict[int, list[float]] = {n: [] for n in args.sizes}
     parse: dict[int, list[float]] = {n: [] for n in args.sizes}
     found: dict[int, int] = {}
     for run in range(args.runs):
         order = args.sizes if run % 2 == 0 else list(reversed(args.sizes))
         for n in order:
-            for reduce in ((False, True) if run % 2 == 0 else (True, False)):
-                start = time.perf_counter()
-                result = lint_source(sources[n], f"scaling_{n}.py", reduce=reduce)
-                times[n, reduce].append(time.perf_counter() - start)
-                sites = len(result.model.sites) if result.model is not None else 0
-                if sites < n * 5 // 6 or not result.diagnostics:  # a fast run that analysed nothing proves nothing
-                    print(f"scaling: the {n}-site module produced {sites} sites and {len(result.diagnostics)} findings",
-                          file=sys.stderr)
-                    return 1
-                if found.setdefault(n, len(result.diagnostics)) != len(result.diagnostics):
-                    print(f"scaling: the {n}-site module gave {found[n]} findings in one mode and "
-                          f"{len(result.diagnostics)} in the other", file=sys.stderr)
-                    return 1
-                # Each run starts as a fresh process would: the previous tree (cyclic: the model
-                # holds it) collected outside the timing. Without this the full collection the
-                # engine runs before a lint once a million objects wait would charge one run's
-                # garbage to the next.
-                del result
-                gc.collect()
+            start = time.perf_counter()
+            result = lint_source(sources[n], f"scaling_{n}.py")
+            times[n].append(time.perf_counter() - start)
+            sites = len(result.model.sites) if result.model is not None else 0
+            if sites < n * 5 // 6 or not result.diagnostics:  # a fast run that analysed nothing proves nothing
+                print(f"scaling: the {n}-site module produced {sites} sites and {len(result.diagnostics)} findings",
+                      file=sys.stderr)
+                return 1
+            if found.setdefault(n, len(result.diagnostics)) != len(result.diagnostics):
+                print(f"scaling: the {n}-site module gave {found[n]} findings in one run and "
+                      f"{len(result.diagnostics)} in another", file=sys.stderr)
+                return 1
+            # Each run starts as a fresh process would: the previous tree (cyclic: the model
+            # holds it) collected outside the timing. Without this the full collection the
+            # engine runs before a lint once a million objects wait would charge one run's
+            # garbage to the next.
+            del result
+            gc.collect()
             # libcst's own share: `libcst.parse_module` of the module (what any libcst-based tool
             # pays; cglint parses long modules in pieces, cglint.cstparse), the collector paused.
             with paused_gc():
                 start = time.perf_counter()
                 cst.parse_module(sources[n])
                 parse[n].append(time.perf_counter() - start)
-    base = statistics.median(times[args.sizes[0], False]) / args.sizes[0]
-    print(f"| sites | lines | findings | median s, full tree | median s, `cglint FILE` | libcst.parse_module s "
-          f"| ms / site, full | per-site vs {args.sizes[0]}, full |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    base = statistics.median(times[args.sizes[0]]) / args.sizes[0]
+    print(f"| sites | lines | findings | median s | libcst.parse_module s | ms / site | per-site vs {args.sizes[0]} |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in args.sizes:
-        full, reduced = statistics.median(times[n, False]), statistics.median(times[n, True])
+        full = statistics.median(times[n])
         lines = sources[n].count("\n")
-        print(f"| {n} | {lines} | {found[n]} | {full:.2f} | {reduced:.2f} | {statistics.median(parse[n]):.2f} "
+        print(f"| {n} | {lines} | {found[n]} | {full:.2f} | {statistics.median(parse[n]):.2f} "
               f"| {1000 * full / n:.3f} | {full / n / base:.2f}x |")
-    print(f"runs: {args.runs} per size and mode, alternating order; python {sys.version.split()[0]}; "
+    print(f"runs: {args.runs} per size, alternating order; python {sys.version.split()[0]}; "
           f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return _commands(sources[max(args.sizes)], args.runs)
 

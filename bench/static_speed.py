@@ -12,8 +12,7 @@ with `--select F821` (pyflakes, the closest flake8 equivalent). Rows:
   cglint cold        `cglint --no-cache` (every candidate file parsed; `--jobs` automatic)
   cglint cold -j 1   the same in one process
   cglint warm        `cglint` with a cache filled by a previous run (nothing changed)
-  ..., concise       the same with the default-style text output: libcst parses only the
-                     statements that matter (JSON carries each fix's edits: the full parse)
+  ..., concise       the same with the default-style text output (the same parse as JSON)
 
 cglint's modules are byte-compiled first, as `pip install` does.
 

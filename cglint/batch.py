@@ -40,7 +40,7 @@ def job_count(requested: int | None, files_to_parse: int) -> int:
     return max(1, min(available_cpus(), files_to_parse // MIN_FILES_PER_JOB))
 
 
-def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, reduce: bool = True,
+def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
                cache: Cache | None = None, jobs: int | None = None,
                on_error: Callable[[str, Exception], None] | None = None) -> list[FileResult]:
     """Results in the order of `paths`. A path that cannot be read (OSError) or that cglint
@@ -56,7 +56,7 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
         codes = codes_for(path)
         try:
             if notebook:  # notebooks: linted here, as cglint.notebook does (not cached)
-                results[i] = engine.lint_file(path, codes, reduce=reduce)
+                results[i] = engine.lint_file(path, codes)
                 continue
             try:
                 read = files.read(path)
@@ -76,7 +76,7 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
                 cache.remember_quiet(path, read.identity)
             continue
         if cache is not None:
-            hit = cache.get(path, source, codes, full=not reduce)
+            hit = cache.get(path, source, codes)
             if hit is not None:
                 results[i] = hit
                 continue
@@ -84,9 +84,9 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
 
     n_jobs = job_count(jobs, len(todo))
     if n_jobs > 1:
-        done = _in_pool(todo, reduce, n_jobs)
+        done = _in_pool(todo, n_jobs)
     else:
-        done = (_lint_one((path, source, codes, reduce)) for _, path, source, codes in todo)
+        done = (_lint_one((path, source, codes)) for _, path, source, codes in todo)
     for (i, path, source, codes), result in zip(todo, done):
         if isinstance(result, engine.InternalError):
             if on_error is None:
@@ -94,22 +94,22 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *, r
             on_error(path, result)
             continue
         if cache is not None:
-            cache.put(path, source, codes, result, full=not reduce)
+            cache.put(path, source, codes, result)
         results[i] = result
     if cache is not None:
         cache.save()
     return [r for r in results if r is not None]
 
 
-def _lint_one(work: tuple[str, str, list[str], bool]) -> FileResult | engine.InternalError:
-    path, source, codes, reduce = work
+def _lint_one(work: tuple[str, str, list[str]]) -> FileResult | engine.InternalError:
+    path, source, codes = work
     try:
-        return strip(engine.lint_source(source, path, codes, reduce=reduce))
+        return strip(engine.lint_source(source, path, codes))
     except engine.InternalError as exc:  # reported by the caller; the other files go on
         return exc
 
 
-def _in_pool(todo, reduce: bool, n_jobs: int):
+def _in_pool(todo, n_jobs: int):
     import multiprocessing
 
     # Import what workers need before forking, so that each starts with libcst and the rules
@@ -119,7 +119,7 @@ def _in_pool(todo, reduce: bool, n_jobs: int):
 
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
-    work = [(path, source, codes, reduce) for _, path, source, codes in todo]
+    work = [(path, source, codes) for _, path, source, codes in todo]
     chunk = max(1, len(work) // (n_jobs * 4))
     try:
         _can_start_threads(3)  # the pool's handler threads, before any worker is forked

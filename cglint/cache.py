@@ -48,7 +48,7 @@ _GITIGNORE = "# Automatically created by cglint.\n*\n"
 _CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                  "# This file is a cache directory tag created by cglint.\n"
                  "# For information about cache directory tags, see: https://bford.info/cachedir/\n")
-_FORMAT = 1
+_FORMAT = 2
 # An entry or the quiet index larger than this is not read (a planted /dev/zero-like file).
 _MAX_ENTRY_BYTES = 8 * 2**20
 
@@ -107,23 +107,22 @@ class Cache:
 
     # -- lookups -------------------------------------------------------------------------
 
-    def _entry(self, path: str, full: bool) -> Path:
-        # Results of the full parse (JSON's fix edits) and of the reduced one live side by side:
-        # a project linted in text by pre-commit and in JSON by CI keeps both warm.
+    def _entry(self, path: str) -> Path:
+        # One entry per file: every output format reads the same findings (with their fixes'
+        # text edits, for JSON), so pre-commit's text and CI's JSON share it.
         name = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()
-        return self.directory / f"{name}{'-full' if full else ''}.json"
+        return self.directory / f"{name}.json"
 
-    def _file_key(self, codes: Iterable[Any], full: bool) -> str:
-        # `full`: made from the whole tree, so fixes carry their text edits (JSON output).
-        return self.key + ":" + ",".join(c if isinstance(c, str) else c.code for c in codes) + (":full" if full else "")
+    def _file_key(self, codes: Iterable[Any]) -> str:
+        return self.key + ":" + ",".join(c if isinstance(c, str) else c.code for c in codes)
 
-    def get(self, path: str, source: str, codes: Iterable[Any], full: bool = False) -> FileResult | None:
+    def get(self, path: str, source: str, codes: Iterable[Any]) -> FileResult | None:
         """The cached result for `path` with this text and these codes, or None."""
         try:
             if self._refused:
                 raise LookupError
-            entry = json.loads(_read(self._entry(path, full)))
-            if (entry.get("key") != self._file_key(codes, full) or entry.get("content") != _digest(source)):
+            entry = json.loads(_read(self._entry(path)))
+            if (entry.get("key") != self._file_key(codes) or entry.get("content") != _digest(source)):
                 raise LookupError
             codes = {c if isinstance(c, str) else c.code for c in codes} | {"CG000"}
             diagnostics = [_diagnostic(_valid(d, codes), path) for d in entry["diagnostics"]]
@@ -136,12 +135,12 @@ class Cache:
         self.hits += 1
         return result
 
-    def put(self, path: str, source: str, codes: Iterable[Any], result: FileResult, full: bool = False) -> None:
-        entry = {"key": self._file_key(codes, full), "content": _digest(source), "parsed": result.parsed,
+    def put(self, path: str, source: str, codes: Iterable[Any], result: FileResult) -> None:
+        entry = {"key": self._file_key(codes), "content": _digest(source), "parsed": result.parsed,
                  "warnings": list(result.warnings), "diagnostics": [_stored(d, result) for d in result.diagnostics]}
         try:
             self._prepare()
-            self._write(self._entry(path, full), json.dumps(entry, separators=(",", ":")).encode())
+            self._write(self._entry(path), json.dumps(entry, separators=(",", ":")).encode())
         except OSError:
             pass  # a read-only or full disk makes the cache useless, never the run wrong
 

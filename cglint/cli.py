@@ -222,9 +222,6 @@ def _run(argv: list[str] | None) -> int:
         return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours): "
                      "pip install tensorflow, or tensorflow-cpu")
     fixing = args.fix or args.diff
-    # SARIF and JSON carry fixes as text replacements, which need the full tree; otherwise
-    # libcst parses only the statements that matter (engine.lint_source, `reduce`).
-    reduce = args.output_format not in ("sarif", "json") or args.statistics
     results = []
     fixed = 0
     would_change = 0
@@ -252,7 +249,7 @@ def _run(argv: list[str] | None) -> int:
         if store is not None and store.problem():
             _warn(store.problem())
             store = None
-        results = batch.lint_paths(list(found), settings.codes_for, reduce=reduce, cache=store, jobs=args.jobs,
+        results = batch.lint_paths(list(found), settings.codes_for, cache=store, jobs=args.jobs,
                                    on_error=failed)
         found = iter(())
     for path in found:
@@ -275,7 +272,7 @@ def _run(argv: list[str] | None) -> int:
                         diffs.append(_diff(path, outcome.source, outcome.new_source))
                 results.append(outcome.result)
             else:
-                result = engine.lint_file(path, rules, reduce=reduce)
+                result = engine.lint_file(path, rules)
                 if args.add_noqa and result.diagnostics:
                     noqa_added += _add_noqa(path, result, _write_root(path, paths, settings))
                 results.append(result)

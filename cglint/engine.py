@@ -72,27 +72,27 @@ def paused_gc():
 
 
 def lint_source(
-    source: str, path: str, rules: Rules | None = None, prefilter: bool = True, reduce: bool = False,
+    source: str, path: str, rules: Rules | None = None, prefilter: bool = True,
     apply_noqa: bool = True, tensorflow_aliases: tuple[str, ...] | None = None,
 ) -> FileResult:
     with paused_gc():
-        return _lint_source(source, path, rules, prefilter, reduce, apply_noqa, tensorflow_aliases)
+        return _lint_source(source, path, rules, prefilter, apply_noqa, tensorflow_aliases)
 
 
 def _lint_source(
-    source: str, path: str, rules: Rules | None, prefilter: bool, reduce: bool,
+    source: str, path: str, rules: Rules | None, prefilter: bool,
     apply_noqa: bool, tensorflow_aliases: tuple[str, ...] | None,
 ) -> FileResult:
     """Lint one module. `prefilter` skips modules no rule can fire on (text test, then Python's
-    fast parser); `reduce` lets libcst parse only the statements that matter (same findings,
-    same positions) and then leaves `FileResult.module` unset, since fixes need the full tree.
-    `apply_noqa=False` keeps what line `# noqa` comments suppress, for hosts that apply their
+    fast parser). Every way of asking (any output format, the cache, workers, the language
+    server, flake8, notebooks) lints the whole module, so the answer cannot depend on how it
+    is asked. `apply_noqa=False` keeps what line `# noqa` comments suppress, for hosts that apply their
     own (flake8)."""
     # --report-unused-noqa judges every `# noqa` comment: such files are parsed in full.
     unused_noqa = apply_noqa and rules is not None and any(
         getattr(r, "code", r) == "CG100" for r in rules) and noqa.mentions_noqa(source)
     if unused_noqa:
-        prefilter = reduce = False
+        prefilter = False
     if prefilter and not files.may_hold_site(source):
         return FileResult(path, source, [], parsed=False)
     # Python's parser decides what is a syntax error, and guards libcst against nesting that
@@ -107,14 +107,11 @@ def _lint_source(
         return _syntax_error(path, source, rule_classes(CODES if rules is None else rules), python_error.line,
                              python_error.column, f"cannot parse: {python_error.message}", apply_noqa)
     text = pysource.analysis_text(source, tree) if tree is not None else source
-    reduced = False
     aliases = reach.tensorflow_aliases(path) if tensorflow_aliases is None else tensorflow_aliases
     if prefilter:
         scan = quickscan.scan(text, aliases, tree) if tree is not None else None
         if scan is not None and not scan.relevant:
             return FileResult(path, source, [], parsed=False)
-        if reduce and scan is not None:
-            text, reduced = scan.reduced, True
     rules = rule_classes(CODES if rules is None else rules)
     parsed = text
     module, problem, text = _parse_libcst(text, tree)
@@ -124,10 +121,10 @@ def _lint_source(
         return FileResult(path, source, [], parsed=False,
                           warnings=[f"not analysed: Python accepts this file but {reason.removeprefix('cannot parse: ')}"])
 
-    if not reduced and (text != source or "\x0c" in source or source.startswith("\ufeff")):
+    if (text != source or "\x0c" in source or source.startswith("\ufeff")):
         # libcst drops a leading BOM and form feeds in indentation: fixes map back (cglint.fix)
         pysource.remember(module, source, text)
-    result = analyse(module, source, path, rules, apply_noqa=apply_noqa, full_tree=not reduced,
+    result = analyse(module, source, path, rules, apply_noqa=apply_noqa,
                      unused_noqa=unused_noqa, aliases=aliases,
                      statement_lines=pysource.statement_lines(tree, text) if tree is not None else None)
     if "\x0c" in source and text is not parsed and "\x0c" in parsed:
@@ -238,18 +235,18 @@ def _syntax_error(path: str, source: str, rules: list[type[Rule]], line: int, co
     return FileResult(path, source, kept, parsed=False, warnings=warnings)
 
 
-def lint_file(path: str, rules: Rules | None = None, reduce: bool = False) -> FileResult:
+def lint_file(path: str, rules: Rules | None = None) -> FileResult:
     """Lint a file on disk. Raises files.ReadError (naming the path) when it cannot be read as a
     file; content cglint cannot take (undecodable, too large) is a CG000 "cannot read"."""
     if path.endswith(".ipynb"):  # a notebook: its code cells as one module (cglint.notebook)
         from cglint.rules import CODES, rules as rule_classes
 
-        return _lint_notebook_file(path, rule_classes(CODES if rules is None else rules), reduce=reduce)
+        return _lint_notebook_file(path, rule_classes(CODES if rules is None else rules))
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:
         return unreadable(path, rules, str(exc))
-    return lint_source(source, path, rules, reduce=reduce)
+    return lint_source(source, path, rules)
 
 
 def unreadable(path: str, rules: Rules | None, reason: str) -> FileResult:
@@ -265,7 +262,7 @@ def unreadable(path: str, rules: Rules | None, reason: str) -> FileResult:
 # ---- notebooks ------------------------------------------------------------------------------
 
 
-def lint_notebook_text(raw: str, path: str, rules, reduce: bool = False, prefilter: bool = True) -> FileResult:
+def lint_notebook_text(raw: str, path: str, rules, prefilter: bool = True) -> FileResult:
     """Lint a notebook's file text. The result's `source` is the concatenated module, its
     diagnostics are in cells (`cell`, lines within the cell) and `notebook` maps back."""
     from cglint import notebook
@@ -277,10 +274,10 @@ def lint_notebook_text(raw: str, path: str, rules, reduce: bool = False, prefilt
         nb = notebook.read(raw)
     except notebook.NotebookError as exc:
         return _unreadable_notebook(path, rules, str(exc))
-    return lint_notebook(nb, path, rules, reduce=reduce, prefilter=prefilter)
+    return lint_notebook(nb, path, rules, prefilter=prefilter)
 
 
-def _lint_notebook_file(path: str, rules, reduce: bool = False) -> FileResult:
+def _lint_notebook_file(path: str, rules) -> FileResult:
     from cglint import notebook
 
     rules = list(rules)
@@ -288,16 +285,16 @@ def _lint_notebook_file(path: str, rules, reduce: bool = False) -> FileResult:
         raw = notebook.read_text(path)
     except files.UndecodableError as exc:
         return _unreadable_notebook(path, rules, str(exc))
-    return lint_notebook_text(raw, path, rules, reduce=reduce)
+    return lint_notebook_text(raw, path, rules)
 
 
-def lint_notebook(nb: Notebook, path: str, rules, reduce: bool = False, prefilter: bool = True) -> FileResult:
+def lint_notebook(nb: Notebook, path: str, rules, prefilter: bool = True) -> FileResult:
     """A notebook is linted as its code cells joined into one module; findings map back to cells."""
     from cglint.rules import RULES_BY_CODE
     from cglint.rules.cg000_syntax_error import SyntaxErrorRule
 
     rules = list(rules)
-    result = lint_source(nb.code, path, rules, prefilter=prefilter, reduce=reduce)
+    result = lint_source(nb.code, path, rules, prefilter=prefilter)
     diags = list(result.diagnostics)
     if SyntaxErrorRule in rules and (not prefilter or files.may_hold_site(nb.code)
                                      or any(files.may_hold_site(c.source) for c in nb.cells if c.error)):

@@ -38,7 +38,7 @@ class Plugin:
         from cglint import engine, noqa
 
         source = "".join(self.lines)
-        result = engine.lint_source(source, self.filename, self._rules(), reduce=True, apply_noqa=False)
+        result = engine.lint_source(source, self.filename, self._rules(), apply_noqa=False)
         # flake8 knows line `# noqa` comments, not cglint's own directives.
         kept, _ = noqa.apply(result.diagnostics, source, (), line_noqa=False) if result.diagnostics else ([], [])
         for d in kept:

@@ -3,26 +3,18 @@
 libcst keeps every byte of the source, which makes it right for fixes and slow to parse
 (~8x Python's own C parser). Most files that mention `custom_gradient` hold no TensorFlow
 custom-gradient site at all (docstrings, `custom_gradient.copy_handle_data`, Keras 3's or JAX's
-custom_gradient), and those that do usually hold it in a few statements of a long module. So
-before libcst:
-
-1. `ast` tells whether the module can matter to any rule: a use of TensorFlow's
-   custom_gradient (decorator or call), or, for CG013, a TensorFlow module with a function that
-   returns `(value, nested_def)`;
-2. the module is *reduced* to the top-level statements that can matter: imports, simple
-   module-level assignments (variables live there), and the statements that mention the sites,
-   the functions passed to `tf.custom_gradient`, or the names callers reach them by. Every
-   other line becomes blank, so line and column numbers are those of the original file.
-
-The reduced text is for analysis only; fixes always work on the full source.
+custom_gradient), so before libcst `ast` tells whether the module can matter to any rule: a
+use of TensorFlow's custom_gradient (decorator or call), or, for CG013, a TensorFlow module
+with a function that returns `(value, nested_def)`, or, for CG017, a TensorFlow module that
+mentions `gradient_override_map`. A module that can matter is analysed
+whole, however it is asked for (so every output format, the cache, the language server and
+flake8 give the same findings).
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from cglint import source as pysource
 from cglint.names import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT, alias_to_tensorflow, normalize
@@ -36,15 +28,7 @@ class Scan:
     relevant: bool  # can any rule fire on this module?
     source: str = field(repr=False)
     needles: set[str] = field(default_factory=set)
-    tree: ast.Module | None = field(default=None, repr=False)  # Python's parse (the language server splits by it)
-
-    @cached_property
-    def reduced(self) -> str:
-        """The source with irrelevant top-level statements blanked (computed when asked: a
-        full lint never needs it)."""
-        if not self.relevant or self.tree is None:
-            return self.source
-        return _reduce(self.source, self.tree, self.needles)
+    tree: ast.Module | None = field(default=None, repr=False)  # Python's parse
 
 
 def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module | None = None) -> Scan | None:
@@ -82,90 +66,9 @@ def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
             if _qualname(stmt.value.func, imports) in _WRAPPERS:
                 needles.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-    if not sites and not needles:
+    if not sites and not needles and not (imports_tf and "gradient_override_map" in source):  # CG017's call
         return Scan(False, source)
     return Scan(True, source, needles, tree)
-
-
-# Text that marks a class member as worth keeping besides the needles: the model reads a Keras
-# layer's variables from `self.x = self.add_weight(...)` / `tf.Variable(...)` in any method.
-_VARIABLE_WORDS = ("Variable", "add_weight", "get_variable")
-
-
-_WORD = re.compile(r"\w+")
-
-
-def _reduce(source: str, tree: ast.Module, needles: set[str]) -> str:
-    lines = pysource.split_lines(source, keepends=True)
-    keep = [False] * (len(lines) + 1)
-    wanted = needles | {"custom_gradient"}
-
-    def mentions(text: str) -> bool:
-        # A needle as a whole word: one of the text's maximal runs of word characters. (One
-        # regex alternating all needles costs O(needles) per character: quadratic in sites.)
-        return not wanted.isdisjoint(_WORD.findall(text))
-
-
-    def span(stmt: ast.stmt) -> tuple[int, int]:
-        return pysource.first_line(stmt), stmt.end_lineno or stmt.lineno
-
-    def mark(first: int, last: int) -> None:
-        for i in range(first, last + 1):
-            keep[i] = True
-
-    for stmt in tree.body:
-        first, last = span(stmt)
-        if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            mark(first, last)
-        elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
-            isinstance(inner, (ast.Import, ast.ImportFrom)) for inner in _statements([stmt])
-        ):
-            mark(first, last)  # `try: import tensorflow as tf` / `if ...: import ...` bind names too
-        elif not mentions("".join(lines[first - 1 : last])):
-            continue
-        elif isinstance(stmt, ast.ClassDef) and stmt.body:
-            # A long class with one site: keep its header and the members that matter.
-            body_start = span(stmt.body[0])[0]
-            mark(first, body_start - 1)
-            for member in stmt.body:
-                m_first, m_last = span(member)
-                text = "".join(lines[m_first - 1 : m_last])
-                # `__init__` holds a layer's configuration (`self.bits = bits`), which CG015 reads.
-                if not isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
-                    mentions(text) or any(w in text for w in _VARIABLE_WORDS) or member.name == "__init__"
-                ):
-                    mark(m_first, m_last)
-        else:
-            mark(first, last)
-    _keep_referenced(tree, span, keep, mark, lines)
-    # A blanked line keeps its line ending so every kept line stays where it was.
-    return "".join(line if keep[i + 1] else _ending(line) for i, line in enumerate(lines))
-
-
-def _keep_referenced(tree: ast.Module, span, keep: list[bool], mark, lines: list[str]) -> None:
-    """Keep the module's functions and classes that kept statements name, transitively: the
-    model follows helpers (`dtan(y)` -> `def dtan`, and the helper it calls), sublayer classes
-    and base classes, so the analysis must see them. A statement names a def when the def's
-    name is one of its words (a superset of its `Name` reads: a string or an attribute may keep
-    a def the analysis does not need, never the reverse), which costs a regex over the kept
-    text instead of a walk of every node under it."""
-    defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    seen: set[str] = set()
-    frontier = [stmt for stmt in tree.body if keep[span(stmt)[0]]]
-    while frontier:
-        first, last = span(frontier.pop())
-        for word in set(_WORD.findall("".join(lines[first - 1 : last]))):
-            if word in defs and word not in seen:
-                seen.add(word)
-                target = defs[word]
-                t_first, t_last = span(target)
-                if not all(keep[t_first:t_last + 1]):
-                    mark(t_first, t_last)
-                    frontier.append(target)
-
-
-def _ending(line: str) -> str:
-    return line[len(line.rstrip("\r\n")) :]
 
 
 def _returns_value_and_nested_def(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -2,7 +2,7 @@
 """The long fuzz run: `python scripts/fuzz.py --examples 10000 [--jobs 2] [--seed 0]`.
 
 Runs the properties of tests/fuzz/harness.py (no exception escapes; a file Python compiles never
-gets CG000; reduced and full analysis agree; every output format renders; fix edits do not
+gets CG000; the quick scan's prefilter drops no finding; every output format renders; fix edits do not
 overlap; fixes compile and are idempotent; `--add-noqa` suppresses what it says) on:
 
 - every rule example and fixture as it is;

@@ -160,11 +160,11 @@ def test_language_server_does_not_offer_a_fix_the_cli_refuses():
     from cglint.lsp.server import Lint
 
     rules = [_rule(SAFE, break_it=True)]
-    result = engine.lint_source(SOURCE, "m.py", rules, reduce=True)
+    result = engine.lint_source(SOURCE, "m.py", rules)
     lint = Lint(SOURCE, None, rules, result, [], "1")
     assert lint.fixed_text(0) is None
     good = [_rule(SAFE)]
-    lint = Lint(SOURCE, None, good, engine.lint_source(SOURCE, "m.py", good, reduce=True), [], "1")
+    lint = Lint(SOURCE, None, good, engine.lint_source(SOURCE, "m.py", good), [], "1")
     assert "def renamed(dy):" in lint.fixed_text(0)
 
 

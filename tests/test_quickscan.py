@@ -1,5 +1,5 @@
-"""The quick scan may skip or shrink what libcst parses, but never change a finding: every
-rule example and every fixture gives the same diagnostics reduced and in full."""
+"""The quick scan may skip what libcst parses, but never change a finding: every rule example
+and every fixture gives the same diagnostics with and without it."""
 
 from pathlib import Path
 
@@ -15,21 +15,19 @@ EXAMPLES = [code for rule in ALL_RULES for code in rule.INVALID + rule.VALID]
 FIXTURES = sorted(ROOT.glob("fixtures/**/*.py"))
 
 
-def findings(source, reduce, prefilter=True):
-    result = lint_source(source, "m.py", reduce=reduce, prefilter=prefilter)
+def findings(source, prefilter=True):
+    result = lint_source(source, "m.py", prefilter=prefilter)
     return [(d.line, d.column, d.end_line, d.end_column, d.code, d.message) for d in result.diagnostics]
 
 
 @pytest.mark.parametrize("source", EXAMPLES + [p.read_text() for p in FIXTURES],
                          ids=[f"example{i}" for i in range(len(EXAMPLES))] + [p.name for p in FIXTURES])
-def test_reduced_analysis_finds_exactly_what_full_analysis_finds(source):
+def test_prefiltered_analysis_finds_exactly_what_unfiltered_analysis_finds(source):
     if not may_hold_site(source):
         # Never parsed by design (not even for CG000): reading every file is cheap, parsing is not.
-        assert findings(source, reduce=True) == []
+        assert findings(source) == []
         return
-    full = findings(source, reduce=False, prefilter=False)
-    assert findings(source, reduce=True) == full
-    assert findings(source, reduce=False) == full
+    assert findings(source) == findings(source, prefilter=False)
 
 
 def test_irrelevant_modules_are_not_relevant():
@@ -40,23 +38,6 @@ def test_irrelevant_modules_are_not_relevant():
         "import torch\n\n@torch.custom_gradient\ndef f(x):\n    return x, lambda g: g\n",
     ):
         assert not quickscan.scan(source).relevant
-
-
-def test_reduction_blanks_unrelated_statements_and_keeps_positions():
-    source = (
-        "import tensorflow as tf\n"
-        "w = tf.Variable(1.0)\n"
-        "def unrelated():\n    return 1\n"
-        "class Big:\n    def method(self):\n        return 2\n"
-        "@tf.custom_gradient\ndef op(x):\n    return x * w, lambda dy: dy\n"
-        "def caller():\n    return op(x=1.0)\n"
-    )
-    reduced = quickscan.scan(source).reduced
-    assert reduced.count("\n") == source.count("\n")
-    assert "unrelated" not in reduced and "class Big" not in reduced
-    kept = [line for line in reduced.splitlines() if line]
-    assert kept == [line for line in source.splitlines() if line and line not in (
-        "def unrelated():", "    return 1", "class Big:", "    def method(self):", "        return 2")]
 
 
 def test_syntax_errors_are_left_to_libcst():
@@ -102,7 +83,7 @@ class Layer(tf.keras.layers.Layer):
 
 
 @pytest.mark.parametrize("source", REAL_WORLD_SHAPES)
-def test_reduction_keeps_guarded_imports_and_class_members_that_matter(source):
-    full = findings(source, reduce=False, prefilter=False)
+def test_guarded_imports_and_class_members_are_relevant(source):
+    full = findings(source, prefilter=False)
     assert full, "the shape must produce a finding for this test to mean anything"
-    assert findings(source, reduce=True) == full
+    assert findings(source) == full

@@ -176,4 +176,4 @@ def test_quick_scan_reaches_the_same_sites_as_the_model():
                             (KERAS_LAYER, ())):
         assert quickscan.scan(source, aliases).relevant
         full = codes(source, prefilter=False, tensorflow_aliases=aliases)
-        assert codes(source, reduce=True, tensorflow_aliases=aliases) == full and full
+        assert codes(source, tensorflow_aliases=aliases) == full and full

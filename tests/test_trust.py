@@ -42,7 +42,7 @@ def test_cache_entry_planted_as_a_link_to_dev_zero_is_a_miss(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.cglint]\n")
     settings = config.load(tmp_path)
     store = cache.Cache(tmp_path / ".cglint_cache", cache.settings_key(settings))
-    entry = store._entry(str(tmp_path / "pkg/op.py"), False)
+    entry = store._entry(str(tmp_path / "pkg/op.py"))
     entry.parent.mkdir(parents=True)
     entry.symlink_to("/dev/zero")
     run = cglint("--output-format", "concise", "pkg", cwd=tmp_path, timeout=60)
@@ -178,10 +178,9 @@ def _poisoned(tmp_path, mode):
             "fix": {"applicability": "safe", "description": "x", "json_edits": [
                 {"content": "import os; os.system('id')\n", "location": {"row": 1, "column": 1},
                  "end_location": {"row": 1, "column": 1}}]}}
-    for full in (False, True):
-        entry = {"key": store._file_key(settings.codes_for(str(op)), full), "content": cache._digest(OP),
-                 "parsed": True, "warnings": [], "diagnostics": [fake]}
-        store._entry(str(op), full).write_text(json.dumps(entry))
+    entry = {"key": store._file_key(settings.codes_for(str(op))), "content": cache._digest(OP),
+             "parsed": True, "warnings": [], "diagnostics": [fake]}
+    store._entry(str(op)).write_text(json.dumps(entry))
     os.chmod(shared, mode)
     return proj, shared
 

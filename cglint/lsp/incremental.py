@@ -1,11 +1,10 @@
 """Incremental analysis for the language server: an edit re-parses only the statement it touched.
 
 A lint of a buffer is, as in `cglint FILE`, the prefilter, Python's quick scan, and the libcst
-analysis of the reduced text (the statements that can matter, everything else blank; see
-`cglint.quickscan`). What makes it cheap on every keystroke:
+analysis of the whole module. What makes it cheap on every keystroke:
 
-- the reduced text is split at its top-level statements (Python's parse from the quick scan
-  gives their line spans), and libcst parses each statement alone, keyed by its text: an edit
+- the text is split at its top-level statements (Python's parse gives their line spans), and
+  libcst parses each statement alone, keyed by its text: an edit
   changes one statement's text, so one statement is parsed again and the rest comes from the
   cache;
 - the module the model sees is assembled from the cached statement nodes
@@ -14,7 +13,7 @@ analysis of the reduced text (the statements that can matter, everything else bl
   for statements that hold a finding (and then cached with the statement, shifted by its first
   line), since a statement parsed alone starts at column 0 of its first line.
 
-A statement's text is the same in the reduced text and the buffer, so a quick fix is applied
+A statement's text is the same in the analysed text and the buffer, so a quick fix is applied
 to the statement's own tree and spliced into the buffer at its lines, after the check
 `cglint --fix` makes of every fix (the result must parse and compile: `cglint.fix.check_source`
 on each changed statement; top-level statements compile independently).
@@ -167,21 +166,22 @@ class Analysis:
     """The statement cache of one server (shared by its buffers: equal text, equal parse)."""
 
     def __init__(self, limit: int = 20000) -> None:
-        self._cache: OrderedDict[str, _Statement | None] = OrderedDict()
+        self._cache: OrderedDict[Any, _Statement | None] = OrderedDict()
         self.limit = limit
         self.parsed = 0  # statements parsed (for tests and benchmarks)
 
-    def _statement(self, text: str) -> _Statement | None:
-        if text in self._cache:
-            self._cache.move_to_end(text)
-            return self._cache[text]
+    def _statement(self, text: str, copy: int = 0) -> _Statement | None:
+        key: Any = text if not copy else (text, copy)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
         self.parsed += 1
         try:
             module = cstparse.parse_module(text)
             stmt: _Statement | None = _Statement(text, module) if module.body else None
         except (cst.ParserSyntaxError, RecursionError):
             stmt = None  # parses only in context (or not at all): the whole-file way
-        self._cache[text] = stmt
+        self._cache[key] = stmt
         while len(self._cache) > self.limit:
             self._cache.popitem(last=False)
         return stmt
@@ -190,7 +190,7 @@ class Analysis:
 
     def lint(self, source: str, path: str, rules: list, superseded: Callable[[], bool] = lambda: False,
              previous: Lint | None = None) -> Lint | None:
-        """What `engine.lint_source(source, path, rules, reduce=True)` returns, incrementally
+        """What `engine.lint_source(source, path, rules)` returns, incrementally
         (`previous`: the lint of the buffer's previous text); None as soon as `superseded()`
         says a newer text makes this lint useless."""
         with engine.paused_gc():
@@ -204,47 +204,44 @@ class Analysis:
         aliases = reach.tensorflow_aliases(path)
         # The text the engine analyses (lone CRs as newlines, pathological expressions stubbed;
         # same lines and columns): cglint.source.analysis_text.
-        scan = quickscan.scan(pysource.analysis_text(source, tree), aliases, tree) if tree is not None else None
+        text = pysource.analysis_text(source, tree) if tree is not None else None
+        scan = quickscan.scan(text, aliases, tree) if text is not None else None
         if scan is not None and not scan.relevant:
             return Lint(FileResult(path, source, [], parsed=False), [], chunks)
         if superseded():
             return None
-        placed = self._split(scan.reduced, scan.tree, superseded) if scan is not None and scan.tree is not None else None
+        placed = self._split(text, tree, superseded) if scan is not None and tree is not None else None
         if placed is _SUPERSEDED:
             return None
         if placed is None:
-            return Lint(engine.lint_source(source, path, rules, reduce=True), None, chunks)
+            return Lint(engine.lint_source(source, path, rules), None, chunks)
         if superseded():
             return None
-        rules = list(rules)
-        if (previous is not None and previous.raw is not None and previous.reduced == scan.reduced
-                and previous.rules == rules and previous.result.path == path and previous.aliases == aliases):
-            # The edit changed only statements no rule looks at (the quick scan blanked them):
-            # the same findings at the same places; only `# noqa` is read again.
-            raw, placed, model = previous.raw, previous.placed, previous.result.model
-        else:
-            module = cst.Module(body=[node for p in placed for node in p.statement.module.body])
-            unsuppressed = engine.analyse(module, source, path, rules, full_tree=False, apply_noqa=False,
-                                          positions=lambda nodes: self._positions(placed, nodes), aliases=aliases)
-            raw, model = unsuppressed.diagnostics, unsuppressed.model
-            if not unsuppressed.parsed:  # "nesting too deep": nothing to reuse
-                return Lint(unsuppressed, None, chunks)
-        kept, notes = engine._unsuppressed(list(raw), source)
-        result = FileResult(path, source, kept, parsed=True, model=model, warnings=notes)
-        return Lint(result, placed, chunks, reduced=scan.reduced, raw=raw, rules=rules, aliases=aliases)
+        module = cst.Module(body=[node for p in placed for node in p.statement.module.body])
+        unsuppressed = engine.analyse(module, source, path, rules, full_tree=False, apply_noqa=False,
+                                      positions=lambda nodes: self._positions(placed, nodes), aliases=aliases)
+        if not unsuppressed.parsed:  # "nesting too deep"
+            return Lint(unsuppressed, None, chunks)
+        kept, notes = engine._unsuppressed(list(unsuppressed.diagnostics), source)
+        result = FileResult(path, source, kept, parsed=True, model=unsuppressed.model, warnings=notes)
+        return Lint(result, placed, chunks)
 
-    def _split(self, reduced: str, tree: ast.Module, superseded: Callable[[], bool] = lambda: False):
-        """The reduced text's statements, parsed (cached by text); None when one parses only in
+    def _split(self, text: str, tree: ast.Module, superseded: Callable[[], bool] = lambda: False):
+        """The text's statements, parsed (cached by text); None when one parses only in
         context; _SUPERSEDED when a newer text arrived meanwhile (parsing is most of a lint's
         time, so it is checked between statements)."""
-        lines = _lines(reduced)
+        lines = _lines(text)
         placed = []
-        # One span per libcst statement (`a = 1; b = 2` is one); those the quick scan blanked are none.
-        for first, last in pysource.statement_lines(tree, reduced):
+        copies: dict[str, int] = {}
+        # One span per libcst statement (`a = 1; b = 2` is one).
+        for first, last in pysource.statement_lines(tree, text):
             text = "".join(lines[first - 1 : last])
-            if text not in self._cache and superseded():
+            # A statement repeated word for word gets its own nodes (its own cache entry): the
+            # model tells statements apart by node identity, as in a whole parse.
+            copy = copies[text] = copies.get(text, -1) + 1
+            if (text if not copy else (text, copy)) not in self._cache and superseded():
                 return _SUPERSEDED
-            stmt = self._statement(text)
+            stmt = self._statement(text, copy)
             if stmt is None:
                 return None
             placed.append(_Placed(stmt, first))
@@ -275,10 +272,6 @@ class Lint:
     result: FileResult
     placed: list[_Placed] | None  # None: linted the whole-file way (no statements to splice)
     chunks: list[_Chunk] | None = None  # Python's parse, by statement, for the next edit
-    reduced: str | None = None  # the quick scan's reduced text, and the findings on it before
-    raw: list[Diagnostic] | None = None  # `# noqa`: an edit that leaves it alone reuses them
-    rules: list | None = None
-    aliases: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:

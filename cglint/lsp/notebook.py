@@ -65,7 +65,7 @@ def lint_cells(ls, uri: str, cells: list[tuple[int, str, str]]) -> dict[str, lis
     path = _path(uri)
     rules = ls.rules_for(path)
     nb = nbmod.Notebook.from_cells((number, number - 1, text) for number, _, text in cells)
-    result = engine.lint_notebook(nb, path or uri, rules, reduce=True)
+    result = engine.lint_notebook(nb, path or uri, rules)
     by_number = {number: (cell_uri, txt.LineIndex(text)) for number, cell_uri, text in cells}
     out: dict[str, list[lsp.Diagnostic]] = {cell_uri: [] for _, cell_uri, _ in cells}
     for d in result.diagnostics:

@@ -132,7 +132,7 @@ class Lint:
     text: str
     key: Any
     rules: list[type[Rule]]
-    result: FileResult  # from the reduced parse: positions and fixes' metadata, no full tree
+    result: FileResult  # from statements parsed alone: positions and fixes' metadata, no full tree
     diagnostics: list[lsp.Diagnostic]  # parallel to result.diagnostics
     result_id: str
     full: FileResult | None = None  # the same lint on the full tree, made when a fix is applied
@@ -251,7 +251,7 @@ class CglintServer(LanguageServer):
         try:
             path = buffer.path or buffer.uri
             started = time.perf_counter()
-            # What `engine.lint_source(text, path, rules, reduce=True)` gives, re-parsing only
+            # What `engine.lint_source(text, path, rules)` gives, re-parsing only
             # the statements this edit changed (cglint.lsp.incremental).
             previous = buffer.lint.incremental if buffer.lint is not None else None
             incremental = self.analysis.lint(text, path, rules, superseded, previous)

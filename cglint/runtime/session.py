@@ -16,6 +16,7 @@ from cglint.diagnostics import FileResult
 from cglint.runtime.plan import Planned, plan_file
 from cglint.runtime.report import GradientReport
 from cglint.runtime.runner import run_module_checks, stop_all
+from cglint.runtime.symptoms import shows
 
 # What a verdict means for a static finding, in the words the text output uses.
 VERDICT_WORDS = {
@@ -100,7 +101,8 @@ def run_runtime(
         for planned, verdict in pairs:
             summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
             for diag in planned.diagnostics:
-                diag.runtime = summary
+                if shows(diag.code, verdict):
+                    diag.runtime = summary
             entry = {"path": result.path, "function": planned.request["function"], "line": planned.line,
                      **summary, "inputs": verdict.get("inputs"), "seed": verdict.get("seed"),
                      "args": verdict.get("args", [])}
