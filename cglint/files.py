@@ -399,13 +399,7 @@ def guard_signals() -> None:
     run (children are stopped, exit status 2)."""
     import signal
 
-    owner = os.getpid()
-
     def stop(signum, frame):
-        if os.getpid() != owner:  # a forked worker (multiprocessing ends its pool with SIGTERM)
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
         for tmp in list(_PENDING):
             try:
                 os.unlink(tmp)
@@ -413,9 +407,22 @@ def guard_signals() -> None:
                 pass
         raise KeyboardInterrupt
 
+    previous = {}
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             try:
-                signal.signal(getattr(signal, name), stop)
+                previous[name] = signal.signal(getattr(signal, name), stop)
             except (ValueError, OSError):  # not the main thread
                 pass
+
+    def restore() -> None:
+        # A forked worker (multiprocessing ends its pool with SIGTERM) dies as it did before,
+        # even when blocked in C where a Python handler would never run.
+        for name, handler in previous.items():
+            try:
+                signal.signal(getattr(signal, name), handler)
+            except (ValueError, OSError, TypeError):
+                pass
+
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=restore)

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.debounce_ms is not None and not 0 <= args.debounce_ms <= 10_000:
         parser.error("--debounce-ms must be between 0 and 10000")
     try:
-        from cglint.lsp.server import build_server
+        from cglint.lsp.server import BoundedStdin, build_server
     except ImportError as exc:
         print(f"cglint: error: the language server needs pygls 2.x (pip install 'cglint[lsp]'): {exc}",
               file=sys.stderr)
@@ -38,5 +38,5 @@ def main(argv: list[str] | None = None) -> int:
     server = build_server()
     if args.debounce_ms is not None:
         server.debounce = args.debounce_ms / 1000
-    server.start_io()
+    server.start_io(BoundedStdin(sys.stdin.buffer))
     return 0

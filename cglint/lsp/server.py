@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -92,6 +93,48 @@ _DOC_URLS: dict[str, str] = {}
 
 # -- configuration and fixing: one plug point each ---------------------------------------
 
+def fs_path(uri: str) -> str | None:
+    """The file a document URI names, or None (an `untitled:` buffer, or a URI that maps to
+    no usable path, like `file:///a/%00/b.py`): such a buffer is linted without a path."""
+    if not uri.startswith("file:"):
+        return None
+    try:
+        path = to_fs_path(uri)
+    except Exception:  # noqa: BLE001 - whatever the client sent
+        return None
+    return path if path and "\0" not in path else None
+
+
+# The largest message the server reads: a client's Content-Length beyond it (10**12 killed the
+# server with a MemoryError) is a framing error, logged and skipped.
+MAX_MESSAGE_BYTES = 256 * 2**20
+_CONTENT_LENGTH = re.compile(rb"Content-Length:[ \t]*(-?\d+)", re.IGNORECASE)
+
+
+class BoundedStdin:
+    """stdin for pygls' reader with hostile framing neutralised: a Content-Length over
+    MAX_MESSAGE_BYTES or below 1 is dropped (logged; the body, if any, is skipped as junk), a
+    header glued to junk (`{}Content-Length: 60`) is found again, header lines are bounded. The
+    server stays up and answers the next well-framed message."""
+
+    def __init__(self, raw) -> None:
+        self.raw = raw
+
+    def readline(self) -> bytes:
+        line = self.raw.readline(64 * 1024)
+        match = _CONTENT_LENGTH.search(line)
+        if match is None:
+            return line
+        length = int(match.group(1))
+        if not 0 < length <= MAX_MESSAGE_BYTES:
+            log.error("a message header with Content-Length %s (limit %d); message dropped", length, MAX_MESSAGE_BYTES)
+            return b"X-Dropped: \r\n"
+        return b"Content-Length: %d\r\n" % length
+
+    def read(self, n: int) -> bytes:
+        return self.raw.read(n)
+
+
 def _config_key(path: str | None) -> tuple[tuple[str, int], ...]:
     """What the configuration of `path` depends on: the config files above it and their
     modification times. A changed key means the rules must be looked up (and the buffer
@@ -105,7 +148,7 @@ def _config_key(path: str | None) -> tuple[tuple[str, int], ...]:
             candidate = folder / name
             try:
                 key.append((str(candidate), candidate.stat().st_mtime_ns))
-            except OSError:
+            except (OSError, ValueError):
                 continue
     return tuple(key)
 
@@ -350,17 +393,21 @@ class CglintServer(LanguageServer):
         """For clients that cannot watch files: notice an edited pyproject.toml by its mtime."""
         while True:
             await asyncio.sleep(CONFIG_POLL_SECONDS)
-            try:
-                changed = False
-                for uri, buffer in list(self.buffers.items()):
+            changed = False
+            for uri, buffer in list(self.buffers.items()):
+                try:  # one buffer's failure never stops the watch for the others
                     key = _config_key(buffer.path)
-                    if self._config_seen.setdefault(uri, key) != key:
-                        changed = True
-                if changed:
+                except Exception:
+                    log.exception("watching the configuration of %s failed", uri)
+                    continue
+                if self._config_seen.setdefault(uri, key) != key:
+                    changed = True
+            if changed:
+                try:
                     log.info("configuration changed; linting the open buffers again")
                     self.config_changed()
-            except Exception:
-                log.exception("watching the configuration failed")
+                except Exception:
+                    log.exception("linting after a configuration change failed")
 
     # -- code actions -------------------------------------------------------------------
 
@@ -498,7 +545,7 @@ def build_server() -> CglintServer:
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: CglintServer, params: lsp.DidOpenTextDocumentParams) -> None:
         doc = params.text_document
-        buffer = Buffer(doc.uri, doc.text, doc.version, to_fs_path(doc.uri) if doc.uri.startswith("file:") else None)
+        buffer = Buffer(doc.uri, doc.text, doc.version, fs_path(doc.uri))
         old = ls.buffers.pop(doc.uri, None)
         if old is not None and old.pending is not None:
             old.pending.cancel()
