@@ -83,3 +83,19 @@ def test_planning_does_not_import_tensorflow():
     run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert run.returncode == 0, run.stderr
+
+
+def test_spec_language_dicts_and_boolean_masks():
+    from cglint.runtime.spec import parse_spec, roles
+
+    (d,) = parse_spec("features={'a': normal(2, 3), 'b': uniform(3, low=0.5, high=1.5)}")
+    assert d.kind == "dict" and d.name == "features"
+    assert {k: (v.kind, v.shape) for k, v in d.value.items()} == {"a": ("normal", (2, 3)), "b": ("uniform", (3,))}
+    (m,) = parse_spec("normal(2, dtype=bool)")
+    assert m.dtype == "bool"
+    source = "def f(x, mask, feats):\n    return tf.where(mask, x, feats['k'] * ~mask), None\n"
+    assert roles(source, "f") == {"mask": "bool", "feats": ("k",)}
+    lam = "pair = logged(tf.custom_gradient(lambda a, b: (a * b, None)))\n"
+    from cglint.runtime.spec import parameters
+
+    assert parameters(lam, "pair") == ["a", "b"]
