@@ -18,6 +18,7 @@ from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from pygls.protocol import default_converter
 
+from cglint.diagnostics import split_message
 from cglint.lsp import text as txt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,8 +211,12 @@ async def test_seed_diagnostics_match_the_cli(editor):
     assert {d.code: d.severity for d in diags} == {d["code"]: severities[d["severity"]] for d in cli}
     # `yp = 1.0 / tf.square(tf.math.cos(y))` on line 23: the `tf.math.cos(y)` call
     assert by_code["CG005"].range == lsp.Range(lsp.Position(22, 29), lsp.Position(22, 43))
+    messages = {d["code"]: d["message"] for d in cli}
     for d in diags:
         assert d.source == "cglint"
+        # The message's title alone on the first line, each detail clause on its own line.
+        title, details = split_message(messages[d.code])
+        assert d.message.split("\n") == [title, *details] and len(title) < 120
         doc = Path(lsp_path(d.code_description.href))
         assert doc.read_text() == cli_explain(d.code)
     if editor.pull:  # a client that pulls must not also get pushed diagnostics
