@@ -261,6 +261,9 @@ def _run(argv: list[str] | None) -> int:
         return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours): "
                      "pip install tensorflow, or tensorflow-cpu")
     fixing = args.fix or args.diff
+    exempt = _recorded_by_baseline(args, settings) if fixing else None
+    if isinstance(exempt, int):
+        return exempt
     # SARIF and JSON carry fixes as text replacements, which need the full tree; otherwise
     # libcst parses only the statements that matter (engine.lint_source, `reduce`).
     reduce = args.output_format not in ("sarif", "json") or args.statistics
@@ -299,7 +302,7 @@ def _run(argv: list[str] | None) -> int:
 
                 rules = rule_classes(rules)
             if fixing:
-                outcome = _fix_one(path, rules, args)
+                outcome = _fix_one(path, rules, args, exempt)
                 if outcome.not_written:
                     _fail(f"{path}: {outcome.not_written}")
                     failed_paths += 1
@@ -404,10 +407,24 @@ def _show_fixes(shown, would: bool, to_stdout: bool) -> bool:
     return bool(text)
 
 
-def _fix_one(path: str, rules, args):
+def _recorded_by_baseline(args, settings):
+    """With --fix/--diff and a baseline: what `fix_source` must leave alone (the findings the
+    report will hide are not rewritten either); an exit status if the baseline is unreadable."""
+    where = None if args.no_baseline or args.write_baseline else (args.baseline or settings.baseline)
+    if where is None:
+        return None
+    from cglint.baseline import Baseline, BaselineError
+
+    try:
+        return Baseline.load(where).recorded
+    except BaselineError as exc:
+        return _fail(str(exc))
+
+
+def _fix_one(path: str, rules, args, exempt=None):
     from cglint import fix
 
-    outcome = fix.fix_file(path, rules, unsafe=args.unsafe_fixes, write=not args.diff)
+    outcome = fix.fix_file(path, rules, unsafe=args.unsafe_fixes, write=not args.diff, exempt=exempt)
     for dropped in outcome.dropped:
         _warn(f"{path}:{dropped.line}: {dropped.code} fix not applied: {dropped.reason}")  # `cell 3:4` in a notebook
     if not outcome.converged:
@@ -580,8 +597,11 @@ def _run_stdin(args, settings) -> int:
         rules = rule_classes(rules)
     try:
         if args.fix or args.diff:
+            exempt = _recorded_by_baseline(args, settings)
+            if isinstance(exempt, int):
+                return exempt
             fixer = notebook.fix_text if nb else fix.fix_source
-            outcome = fixer(source, name, rules, unsafe=args.unsafe_fixes)
+            outcome = fixer(source, name, rules, unsafe=args.unsafe_fixes, exempt=exempt)
             if args.show_fixes:
                 _show_fixes([(name, [(a.code, a.name) for a in outcome.applied])], would=args.diff, to_stdout=False)
             if args.diff:

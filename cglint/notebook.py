@@ -589,7 +589,7 @@ def cell_edits(result: FileResult, edits: list) -> list:
     return out
 
 
-def fix_text(raw: str, path: str, rules, unsafe: bool = False):
+def fix_text(raw: str, path: str, rules, unsafe: bool = False, exempt=None):
     """`cglint.fix.fix_source` for a notebook's file text: the same rounds of fixes on the
     concatenated module, written back into the changed cells only. Returns a FixResult whose
     `source`/`new_source` are the file's text before and after and whose `result` is the lint
@@ -604,7 +604,7 @@ def fix_text(raw: str, path: str, rules, unsafe: bool = False):
     nb = before.notebook
     if nb is None or not before.diagnostics:
         return fix.FixResult(path, raw, raw, [], [], before)
-    fixed = fix.fix_source(nb.code, path, rules, unsafe)
+    fixed = fix.fix_source(nb.code, path, rules, unsafe, exempt=exempt)
     if not fixed.changed:
         return fix.FixResult(path, raw, raw, [], _moved(nb, fixed.dropped), before, fixed.converged)
     try:
@@ -627,7 +627,7 @@ def _moved(nb: Notebook, dropped: list) -> list:
     return dropped
 
 
-def fix_file(path: str, rules, unsafe: bool = False, write: bool = True):
+def fix_file(path: str, rules, unsafe: bool = False, write: bool = True, exempt=None):
     """Fix a notebook in place (atomically); `write=False` for --diff."""
     from cglint import files, fix
 
@@ -637,7 +637,7 @@ def fix_file(path: str, rules, unsafe: bool = False, write: bool = True):
     except files.UndecodableError:
         result = lint_file(path, rules)
         return fix.FixResult(path, "", "", [], [], result)
-    outcome = fix_text(read.text, path, rules, unsafe)
+    outcome = fix_text(read.text, path, rules, unsafe, exempt)
     if write and outcome.changed:
         fix.write_back(read, outcome.new_source)  # only if the file is still what was read
     return outcome
