@@ -8,6 +8,8 @@ from pathlib import Path
 from cglint.engine import lint_source
 from cglint.runtime.plan import plan_file
 
+ROOT = Path(__file__).resolve().parents[1]
+
 MODULE = '''import tensorflow as tf
 
 w = tf.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
@@ -83,3 +85,49 @@ def test_planning_does_not_import_tensorflow():
     run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert run.returncode == 0, run.stderr
+
+
+# A custom gradient defined inside a Keras layer's `call`: no child process can import it.
+KERAS_NESTED = '''import keras
+import tensorflow as tf
+
+
+class Clip(keras.layers.Layer):
+    def call(self, x):
+        @tf.custom_gradient
+        def clip(x):
+            return tf.clip_by_value(x, -1.0, 1.0), lambda dy: dy * tf.math.cos(x)
+
+        return clip(x)
+'''
+
+
+def test_every_skipped_says_what_would_check_it_with_the_command(tmp_path):
+    from cglint.runtime.report import next_step
+
+    (tmp_path / "layer.py").write_text(KERAS_NESTED)
+    run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "--runtime=all",
+                          "--output-format", "json", "--output-file", "report.json", "layer.py"],
+                         capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr
+    import json
+
+    (r,) = json.loads((tmp_path / "report.json").read_text())["runtime"]
+    assert (r["function"], r["verdict"]) == ("clip", "skipped")
+    assert r["detail"] == ("nested inside another function: not reachable by import; to check it: "
+                           "`cglint trace -- pytest tests/` (or `pytest --cglint`) checks it where your code calls it")
+    # Each reason the runtime skips for names its way forward.
+    for reason, wanted in [
+        ("no inputs could be built: the forward failed on all 4 candidates", "# cglint: example x=normal(2, 3)"),
+        ("inconclusive for x: autodiff is not finite", "`cglint trace -- pytest tests/`"),
+        ("a lambda with no module-level name", "`pytest --cglint`"),
+        ("timed out after 120s", "`--runtime-timeout`"),
+        ("out of memory: the module exhausted memory; MemoryError", "`memory-limit` in [tool.cglint.runtime]"),
+        ("import failed: RuntimeError: no GPU here", "make the module importable"),
+        ("child exited with code 3", "`cglint trace -- pytest tests/`"),
+    ]:
+        detail = next_step(reason, "runtime", "m.py")
+        assert detail.startswith(reason + "; to check it: ") and wanted in detail, detail
+        assert next_step(detail, "runtime") == detail  # said once
+    traced = next_step("the forward creates a tf.Variable on every call", "trace", "m.py")
+    assert traced.endswith("to check it: create the variable once outside the forward (CG011), then run the command again")
