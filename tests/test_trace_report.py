@@ -44,7 +44,8 @@ def events(path: str) -> list[dict]:
         {"event": "check", "function": fine, "how": "eager", "signature": "(float32[3])",
          "covers": ["(float32[None])"], "report": match, "context": "test_x.py::test_tape"},
         {"event": "raised", "function": op, "where": "call",
-         "message": "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'"},
+         "message": "TypeError: @tf.custom_gradient grad_fn must accept keyword argument 'variables'",
+         "at": path + ":9"},
     ]
 
 
@@ -54,7 +55,7 @@ def test_events_become_verdicts_at_def_lines_merged_with_static_findings(tmp_pat
     results, runtime = report.build(report.group(events(str(tmp_path / "ops.py"))))
     by_name = {r["function"]: r for r in runtime}
     assert (by_name["op"]["line"], by_name["op"]["verdict"]) == (7, "error")
-    assert by_name["op"]["checked"] == "raised by TensorFlow while the command ran"
+    assert by_name["op"]["checked"] == "raised while the command ran at ops.py:9"  # the user's line
     fine = by_name["fine"]
     assert (fine["path"], fine["line"], fine["verdict"]) == ("ops.py", 14, "match")
     assert fine["checked"] == ("first called under tf.function with (float32[None]); checked at a later eager "
@@ -104,3 +105,44 @@ def test_no_events_says_nothing_was_checked():
     assert report.build([]) == ([], [])
     assert report.summary_line([], 3) == ("cglint trace: no custom gradient was called; nothing was checked "
                                           "(the command exited with status 3).")
+
+
+def test_the_worst_closure_variant_decides_and_is_named(tmp_path, monkeypatch):
+    """The same code closing over other values (a layer used twice) is checked per variant; the
+    verdict is the worst one's, and says which values it had."""
+    (tmp_path / "ops.py").write_text(SOURCE)
+    monkeypatch.chdir(tmp_path)
+    fine = {"path": str(tmp_path / "ops.py"), "firstlineno": 13, "qualname": "fine"}
+    report_of = {"match": {"verdict": "match", "reference": "autodiff", "max_rel_error": 0.0, "detail": "ok"},
+                 "mismatch": {"verdict": "mismatch", "reference": "autodiff", "max_rel_error": 0.75,
+                              "detail": "d/x off by 75% vs autodiff"}}
+    evs = [{"event": "check", "function": fine, "how": "eager", "signature": "(float32[3])", "covers": [],
+            "variant": ["self.built=True", variant], "report": report_of[verdict]}
+           for variant, verdict in (("self.power=2.0", "match"), ("self.power=3.0", "mismatch"))]
+    _, runtime = report.build(report.group(evs))
+    assert [(r["verdict"], r["checked"]) for r in runtime] == [
+        ("mismatch", "checked at its first eager call with (float32[3]), where self.power=3.0")]
+    _, single = report.build(report.group(evs[1:]))  # one variant: nothing to tell apart
+    assert single[0]["checked"] == "checked at its first eager call with (float32[3])"
+
+
+def test_closure_variants_describe_configuration_not_tensors():
+    from cglint.trace.instrument import closure_variant
+
+    class Layer:
+        def __init__(self, power):
+            self.name, self.power, self.activation, self._cache = f"layer_{power}", power, abs, object()
+
+    class Tensor:  # what the tracer takes for a tensor: the call's input, covered by the signature
+        dtype, shape = type("D", (), {"is_floating": True})(), (3,)
+
+    def make(layer, x, mode):
+        def f(y):
+            return layer, x, mode, y
+        return f
+
+    a = closure_variant(make(Layer(2.0), Tensor(), "fast"))
+    assert a == ("layer.activation=builtins.abs", "layer.power=2.0", "mode='fast'")  # no name, no private, no tensor
+    assert closure_variant(make(Layer(2.0), Tensor(), "fast")) == a  # same configuration, same variant
+    assert closure_variant(make(Layer(3.0), Tensor(), "fast")) != a
+    assert closure_variant(lambda y: y) == ()

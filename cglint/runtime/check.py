@@ -318,6 +318,28 @@ class _Checker:
         """`verdict.Measure`: finite differences along `direction` of argument k."""
         return self._fd(self.argl[k], direction, self.us[0])
 
+    def locally_constant(self, k: int) -> bool:
+        """`verdict.Measure`: the forward's output does not move at all for tiny steps of input k
+        (a staircase: sign, round, floor, quantisation, argmax), in the input's own dtype; three of
+        four steps unchanged, as one may cross a step of the staircase."""
+        arg = self.argl[k]
+        if arg.kind != "input":
+            return False
+        pos = self.diff_idx[arg.index]
+        x = tf.convert_to_tensor(self.flat_in[pos])
+        if not x.dtype.is_floating or not x.shape.num_elements():
+            return False
+        scale = max(1.0, float(np.max(np.abs(x.numpy()))))
+        base = self._phi(self._args_with(None, None, False), self.us[0])
+        rng = np.random.default_rng(k + 7)
+        still = 0
+        for t in (1e-5, 3e-6, 1e-5, 3e-6):
+            v = rng.standard_normal(x.shape.as_list())
+            v *= t * scale / max(np.linalg.norm(v), 1e-300)
+            if self._phi(self._args_with(pos, v, False), self.us[0]) == base:
+                still += 1
+        return still >= 3
+
     def small(self, factor: float) -> tuple[list, list]:
         """`verdict.Measure`: custom and autodiff VJPs for a scaled-down first upstream."""
         small = [u * tf.cast(factor, u.dtype) for u in self.us[0]]

@@ -195,6 +195,8 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
     from .spec import SpecError, build_inputs, candidate_specs, parse_spec
 
     name = request["function"]
+    if request.get("reach"):
+        return check_by_building(module, source, request, seed)
     fn, why = lookup(module, name)
     if fn is None:
         return skipped(why, seed)
@@ -223,6 +225,89 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
                             order=int(request.get("order", 1)),
                             complex_probe=bool(request.get("complex", False)))
     return {**report.to_dict(), "inputs": spec_text}
+
+
+_TRACE_HINT = ("`cglint trace -- pytest` (or `pytest --cglint`) checks it where your own code builds and "
+               "calls it")
+
+
+def _instances(module, cls) -> list:
+    """The module's own instances of `cls` (`layer = Power(3.0)` at module level), else one built
+    with the constructor's defaults."""
+    own = [v for v in list(vars(module).values()) if isinstance(v, cls)]
+    if own:
+        return own[:4]
+    return [cls()]
+
+
+def check_by_building(module, source: str, request: dict, seed: int) -> dict:
+    """A custom gradient made inside a method (a Keras layer's `call`, a `tf.Module`'s
+    `__call__`): builds the class (the module's own instances, or the constructor's defaults) and
+    calls the method on candidate inputs with `cglint trace`'s instrumentation active, which
+    checks the custom gradient at its first real call, with the real closure and variables."""
+    from cglint.trace import instrument
+
+    from .spec import SpecError, build_inputs, candidate_specs, parse_spec
+
+    reach = request["reach"]
+    cls = getattr(module, reach["class"], None)
+    if not inspect.isclass(cls):
+        return skipped(f"not reachable by import: {reach['class']} not found in the module", seed)
+    _seed_everything(seed)  # weights the constructor or build initialise randomly: the same every run
+    try:
+        instances = _instances(module, cls)
+    except Exception as e:  # noqa: BLE001 - the user's constructor
+        return skipped(f"{reach['class']}() needs constructor arguments ({_reason(e)}); {_TRACE_HINT}", seed)
+    qualname = f"{reach['class']}.{reach['method']}"
+    tracer = instrument.install(1, {k: request[k] for k in ("rtol", "atol", "probes") if request.get(k)})
+    events: list[dict] = []
+    tracer.sinks.append(events.append)
+    tracer.local.busy = False  # paused again below: the child's other checks are not traced
+    try:
+        failures = []
+        for instance in instances:
+            # A layer is called through __call__, which builds it from the input's shape.
+            method = instance if reach["method"] in ("call", "__call__") else getattr(instance, reach["method"])
+            for spec_text in candidate_specs(source, qualname, request.get("shapes")):
+                try:
+                    inputs = build_inputs(parse_spec(spec_text), instrument_params(source, qualname), module, seed)
+                except SpecError:
+                    continue
+                before = len(events)
+                try:
+                    method(*inputs)
+                except Exception as e:  # noqa: BLE001 - wrong shapes for this candidate: try the next
+                    failures.append(_reason(e))
+                checks = [e for e in events[before:] if e.get("event") == "check"
+                          and e["function"]["qualname"] == reach["qualname"]]
+                raised = [e for e in events[before:] if e.get("event") == "raised"
+                          and e["function"]["qualname"] == reach["qualname"]]
+                if raised:
+                    return {"verdict": "error", "reference": None, "max_rel_error": None, "seed": seed,
+                            "detail": raised[0]["message"], "inputs": spec_text}
+                if checks:
+                    return {**checks[0]["report"], "inputs": spec_text}
+    finally:
+        tracer.sinks.remove(events.append)
+        tracer.local.busy = True
+    why = f"; the last call raised {failures[-1]}" if failures else ""
+    return skipped(f"calling {qualname} on the inputs tried never reached the custom gradient{why}; {_TRACE_HINT}",
+                   seed)
+
+
+def _seed_everything(seed: int) -> None:
+    if "keras" in sys.modules:
+        sys.modules["keras"].utils.set_random_seed(seed)  # Python, NumPy, TensorFlow and Keras's own
+    else:
+        import tensorflow as tf
+
+        tf.random.set_seed(seed)
+
+
+def instrument_params(source: str, qualname: str) -> list[str]:
+    from .spec import parameters
+
+    return parameters(source, qualname) or ["x"]
 
 
 def main(argv: list[str]) -> int:

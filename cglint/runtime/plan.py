@@ -80,6 +80,9 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             request["intentional"] = True
         name, skip = _import_name(model, site)
         request["function"] = name
+        if skip is not None and (owner := _owning_method(model, site)) is not None:
+            request["reach"] = owner  # the child builds the class and calls the method
+            skip = None
         planned.append(Planned(site, start, request, mine, skip, end))
     return planned
 
@@ -103,6 +106,24 @@ def _import_name(model: ModuleModel, site: GradientSite) -> tuple[str, str | Non
     if site.call_names and site.call_names & set(model.root.bindings) and not isinstance(site.forward, cst.Lambda):
         return sorted(site.call_names & set(model.root.bindings))[0], None
     return site.name, "nested inside another function: not reachable by import"
+
+
+def _owning_method(model: ModuleModel, site: GradientSite) -> dict | None:
+    """A custom gradient made inside a method of a module-level class (a Keras layer's `call`, a
+    `tf.Module`'s `__call__`): the class and method that make it, and the site's qualified name
+    as Python gives it (`Layer.call.<locals>.op`), for the child to reach by building the class."""
+    scope = model.scope_of[site.forward].parent
+    names = [site.name]
+    while scope is not None and isinstance(scope.node, cst.FunctionDef):
+        owner = scope.parent
+        if owner is not None and isinstance(owner.node, cst.ClassDef) and owner.parent is model.root:
+            if isinstance(site.forward, cst.Lambda):
+                return None
+            qualname = ".".join([owner.node.name.value, scope.node.name.value, "<locals>"] + names)
+            return {"class": owner.node.name.value, "method": scope.node.name.value, "qualname": qualname}
+        names = [scope.node.name.value, "<locals>"] + names
+        scope = owner
+    return None
 
 
 def _comments_above(lines: list[str], start: int) -> list[str]:

@@ -78,6 +78,9 @@ class Measure(Protocol):
     def small(self, factor: float) -> tuple[list, list]:
         """(custom VJP, autodiff VJP) for upstreams[0] * factor."""
 
+    def locally_constant(self, k: int) -> bool:
+        """True if the forward's output does not move for tiny steps of argument k."""
+
 
 @dataclass
 class Options:
@@ -362,13 +365,25 @@ class _Decider:
             c_ok, a_ok, c_err, fd_zero, precise = fd
             # Overrule a finite autodiff only with float64 differences; float32 ones are too
             # coarse to side against it (they would let a 1e-3 error through).
-            if c_ok and (not finite_ad or (precise and not a_ok)):
+            # No autodiff at all (None: `numpy_function`, an integer cast) is no reference: finite
+            # differences are, in any precision.
+            no_reference = all(a is None for a in as_)
+            if c_ok and (not finite_ad or no_reference or (precise and not a_ok)):
                 return ("match", "finite-differences", c_err, "")
-            if all(zero(a) for a in as_) and fd_zero and not c_ok:
+            if all(zero(a) for a in as_) and not c_ok and fd_zero:
                 return ("intentional", "autodiff", emax,
                         f"straight-through estimator: autodiff and finite differences give zero "
                         f"for {arg.name}, the custom gradient passes one through")
-            if not finite_ad:
+            if all(zero(a) for a in as_) and not c_ok and self._staircase(k):
+                return ("intentional", "autodiff", emax,
+                        f"straight-through estimator: the forward is piecewise constant in {arg.name} "
+                        "(tiny steps leave it unchanged; autodiff gives zero or none), the custom gradient "
+                        "passes one through")
+            if not finite_ad or no_reference:
+                if no_reference:
+                    return ("mismatch", "finite-differences", c_err,
+                            f"d/{arg.name} off by {pct(c_err)} vs finite differences (autodiff has no "
+                            "gradient here)")
                 return ("mismatch", "finite-differences", c_err,
                         f"d/{arg.name} off by {pct(c_err)} vs finite differences")
             if precise and not a_ok and not c_ok:
@@ -384,6 +399,14 @@ class _Decider:
                     f"straight-through estimator: autodiff gives zero for {arg.name}, the custom "
                     "gradient passes one through")
         return ("mismatch", "autodiff", emax, f"d/{arg.name} off by {pct(emax)} vs autodiff")
+
+    def _staircase(self, k) -> bool:
+        """A piecewise-constant forward: finite differences with a step wide enough to measure
+        cross its steps (not zero), yet tiny steps leave the output unchanged."""
+        try:
+            return bool(self.measure.locally_constant(k))
+        except Exception:
+            return False
 
     @staticmethod
     def scaled(cs, as_):

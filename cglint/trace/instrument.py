@@ -149,15 +149,104 @@ def _compatible(general: tuple, concrete: tuple) -> bool:
 
 
 class _Record:
-    """What the tracer knows of one user function (by code object)."""
+    """What the tracer knows of one user function (by code object) and one closure variant."""
 
-    def __init__(self, code, f):
-        self.key = {"path": code.co_filename, "firstlineno": code.co_firstlineno,
-                    "qualname": getattr(code, "co_qualname", code.co_name)}
-        self.intentional = _declared_intentional(code.co_filename, code.co_firstlineno)
+    def __init__(self, code, f, variant: tuple = ()):
+        path, line, qualname = _source_of(code)
+        self.key = {"path": path, "firstlineno": line, "qualname": qualname}
+        self.variant = variant
+        self.intentional = _declared_intentional(path, line)
         self.eager: dict[tuple, int] = {}  # signature -> eager calls checked
         self.symbolic: dict[tuple, dict] = {}  # signature -> {"f", "kwargs", "covered"}
         self.raised: set[str] = set()
+        self.variants: dict[tuple, _Record] = {variant: self}  # on the first variant only: all of them
+
+
+_AUTOGRAPH_FILE = "__autograph_generated_file"
+_AUTOGRAPH_PREFIX = re.compile(r"^outer_factory\.<locals>\.inner_factory\.<locals>\.")
+
+
+def _source_of(code) -> tuple[str, int, str]:
+    """(path, first line, qualified name) of the user's own source: a function that autograph
+    converted (a nested def in a `tf.function`) lives in a generated file whose lines autograph's
+    source map takes back to the user's; its qualname loses the factories and the `tf__` prefix."""
+    path, line, qualname = code.co_filename, code.co_firstlineno, getattr(code, "co_qualname", code.co_name)
+    if _AUTOGRAPH_FILE not in os.path.basename(path):
+        return path, line, qualname
+    try:
+        from tensorflow.python.autograph.impl import api
+
+        for factories in list(api._TRANSPILER._cache._cache.values()):
+            for factory in list(factories.values()):
+                if getattr(factory.module, "__file__", None) != path:
+                    continue
+                for loc, origin in factory.source_map.items():
+                    if loc.filename == path and loc.lineno == line:
+                        name = _AUTOGRAPH_PREFIX.sub("", qualname)
+                        name = ".".join(p[4:] if p.startswith("tf__") else p for p in name.split("."))
+                        return origin.loc.filename, origin.loc.lineno, name
+    except Exception:  # another TensorFlow's autograph: keep the generated location
+        pass
+    return path, line, qualname
+
+
+_MAX_VARIANTS = 8  # closure variants checked per function: a layer built 10,000 times costs 8 checks
+_SKIP_ATTRS = frozenset({"name", "built"})  # differ per instance without changing the maths
+
+
+def _describe_value(value, depth: int = 1) -> str | None:
+    """A short, stable description of a closed-over value's configuration, or None where it has
+    none that could change the gradient's maths: tensors and variables are the call's inputs
+    (the signature covers them), anything else by its scalar settings."""
+    if value is None or isinstance(value, (bool, int, float, complex)):
+        return repr(value)
+    if isinstance(value, (str, bytes)):
+        return repr(value[:40])
+    if _is_tensor(value):
+        return None
+    if isinstance(value, (tuple, list)) and len(value) <= 8:
+        parts = [_describe_value(v, 0) for v in value]
+        return None if all(p is None for p in parts) else "(" + ", ".join(p or "?" for p in parts) + ")"
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
+    attrs = getattr(value, "__dict__", None)
+    if depth > 0 and isinstance(attrs, dict):
+        parts = []
+        for name in sorted(attrs)[:64]:
+            if name.startswith("_") or name in _SKIP_ATTRS:
+                continue
+            d = _describe_value(attrs[name], 0)
+            if d is not None:
+                parts.append(f"{name}={d}")
+        return "{" + ", ".join(parts) + "}" if parts else None
+    return None
+
+
+def closure_variant(f) -> tuple[str, ...]:
+    """What `f` closes over, as `name=value` pairs (`self.power=3.0` for a layer's attribute): the
+    same code with other values is another function to check (a layer used twice with different
+    configuration)."""
+    f = getattr(f, "__func__", f)
+    while isinstance(f, functools.partial):
+        f = f.func
+    cells = getattr(f, "__closure__", None)
+    code = getattr(f, "__code__", None)
+    if not cells or code is None:
+        return ()
+    parts = []
+    for name, cell in zip(code.co_freevars, cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # not yet assigned
+            continue
+        d = _describe_value(value)
+        if d is None:
+            continue
+        if d.startswith("{"):
+            parts.extend(f"{name}.{item}" for item in d[1:-1].split(", "))
+        else:
+            parts.append(f"{name}={d}")
+    return tuple(p[:200] for p in parts[:64])
 
 
 def _declared_intentional(path: str, firstlineno: int) -> bool:
@@ -171,6 +260,21 @@ def _declared_intentional(path: str, firstlineno: int) -> bool:
             return False
         i -= 1
     return False
+
+
+def _user_line(tb) -> str | None:
+    """`path:line` of the innermost frame of the user's own code in a traceback (where the
+    forward or grad fn raised), mapped back to the user's source when autograph generated it."""
+    found = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not code.co_filename.startswith("<") and code.co_filename != __file__ and not is_library(code.co_filename):
+            found = (code, tb.tb_lineno)
+        tb = tb.tb_next
+    if found is None:
+        return None
+    code, line = found
+    return f"{code.co_filename}:{line}"
 
 
 class _CreatesVariable(Exception):
@@ -206,14 +310,22 @@ class Tracer:
         if code is None:
             return None
         try:
-            return self.records[code]
+            base = self.records[code]
         except KeyError:
-            pass
-        user = not code.co_filename.startswith("<") and not is_library(code.co_filename)
-        rec = _Record(code, f) if user else None
-        with self.lock:
-            self.records.setdefault(code, rec)
-        return self.records[code]
+            user = not code.co_filename.startswith("<") and not is_library(code.co_filename)
+            rec = _Record(code, f, closure_variant(f)) if user else None
+            with self.lock:
+                return self.records.setdefault(code, rec)
+        if base is None:
+            return None
+        variant = closure_variant(f)
+        rec = base.variants.get(variant)
+        if rec is None:
+            with self.lock:
+                if len(base.variants) >= _MAX_VARIANTS:
+                    return base
+                rec = base.variants.setdefault(variant, _Record(code, f, variant))
+        return rec
 
     # ------------------------------------------------------------------ the entry point
     def call(self, original, f, args, kwargs, eager: bool):
@@ -271,7 +383,8 @@ class Tracer:
             if msg in rec.raised:
                 return
             rec.raised.add(msg)
-            self.emit({"event": "raised", "function": rec.key, "where": where, "message": msg})
+            self.emit({"event": "raised", "function": rec.key, "where": where, "message": msg,
+                       "at": _user_line(exc.__traceback__)})
         except Exception:
             pass
 
@@ -288,7 +401,7 @@ class Tracer:
             rec.symbolic[s]["covered"] = True
         report = self.check(f, args, kwargs, rec.intentional)
         self.emit({"event": "check", "function": rec.key, "how": "eager", "signature": describe_signature(sig),
-                   "covers": [describe_signature(s) for s in covers], "report": report})
+                   "covers": [describe_signature(s) for s in covers], "variant": list(rec.variant), "report": report})
 
     def _on_symbolic(self, rec: _Record, f, args, kwargs) -> None:
         sig = signature(args)
@@ -311,7 +424,7 @@ class Tracer:
         if self.finished:
             return
         self.finished = True
-        for rec in [r for r in list(self.records.values()) if r is not None]:
+        for rec in [v for r in list(self.records.values()) if r is not None for v in list(r.variants.values())]:
             # Most specific signatures first: checking (float32[4, 3]) also covers (float32[None, 3]).
             for sig, entry in sorted(rec.symbolic.items(), key=lambda kv: _unknown_dims(kv[0])):
                 if entry["covered"]:
@@ -328,7 +441,7 @@ class Tracer:
                           if not e["covered"] and (s == sig or (concrete is not None and _compatible(s, concrete)))]
                 for s in covers:
                     rec.symbolic[s]["covered"] = True
-                self.emit({"event": "check", "function": rec.key, "how": "exit",
+                self.emit({"event": "check", "function": rec.key, "how": "exit", "variant": list(rec.variant),
                            "signature": describe_signature(sig),
                            "inputs": describe_signature(concrete) if concrete is not None else None,
                            "covers": [describe_signature(s) for s in covers], "report": report})

@@ -58,7 +58,20 @@ def group(events: list[dict]) -> list[Function]:
     return list(by_key.values())
 
 
-def how_checked(check: dict) -> str:
+def how_checked(check: dict, others: list[dict] = ()) -> str:
+    """How `check` ran; where the function's checks closed over other values (a layer used twice
+    with other settings), the values that set this one apart."""
+    text = _how_checked(check)
+    variants = {tuple(c.get("variant") or ()) for c in others}
+    if len(variants) > 1:
+        common = set.intersection(*map(set, variants))
+        own = [p for p in check.get("variant") or () if p not in common]
+        if own:
+            text += f", where {', '.join(own)}"
+    return text
+
+
+def _how_checked(check: dict) -> str:
     if check["report"].get("verdict") == "skipped":
         when = "after the command" if check["how"] == "exit" else "at its first eager call"
         return f"called with {check['signature']}; not checked {when}"
@@ -77,12 +90,14 @@ def verdict_of(fn: Function) -> dict:
     confirmation, whatever a check on other inputs said), else the worst check."""
     if fn.raised:
         r = fn.raised[0]
+        at = r.get("at")
+        where = f" at {_display_path(at, Path.cwd())}" if at else ""
         return {"verdict": "error", "reference": None, "max_rel_error": None,
-                "detail": r["message"], "checked": "raised by TensorFlow while the command ran"}
+                "detail": r["message"], "checked": f"raised while the command ran{where}"}
     if fn.checks:
         worst = max(fn.checks, key=lambda c: _RANK.get(c["report"].get("verdict"), 0))
         summary = {k: worst["report"].get(k) for k in _SUMMARY_KEYS}
-        return {**summary, "checked": how_checked(worst), "args": worst["report"].get("args", [])}
+        return {**summary, "checked": how_checked(worst, fn.checks), "args": worst["report"].get("args", [])}
     sig = fn.symbolic[0]["signature"] if fn.symbolic else "?"
     return {"verdict": "skipped", "reference": None, "max_rel_error": None,
             "detail": f"first called under tf.function with {sig}, and the process ended before "

@@ -379,3 +379,36 @@ def test_runtime_all_mismatches_in_unflagged_functions_are_not_all_checks_passed
     assert "squared_norm: mismatch vs autodiff: d/x off by 50% vs autodiff: custom = 0.5 x autodiff, a constant factor" in run.stdout, run.stdout
     assert "softplus: mismatch vs autodiff: d/x off by 200% vs autodiff: custom = -1 x autodiff, a sign error?" in run.stdout, run.stdout
     assert run.stdout.rstrip().endswith("No static findings; 2 runtime checks failed (1 file checked)."), run.stdout
+
+
+def test_a_quantiser_through_an_integer_cast_is_a_straight_through_estimator():
+    """int8 fake quantisation (Keras- and larq-style): autodiff has no gradient through the cast,
+    finite differences wide enough to measure cross the steps; the forward is a staircase and the
+    grad passes the upstream: intentional, never "off by an unbounded amount"."""
+    @tf.custom_gradient
+    def fake_int8(x):
+        q = tf.cast(tf.clip_by_value(tf.round(x * 127.0), -127.0, 127.0), tf.int8)
+        return tf.cast(q, tf.float32) / 127.0, lambda dy: dy
+
+    r = check_gradient(fake_int8, tf.random.stateless_normal([4, 6], seed=[1, 2]))
+    assert r.verdict == "intentional", r.detail
+    assert r.detail.startswith("straight-through estimator: the forward is piecewise constant in x")
+
+
+def test_without_autodiff_finite_differences_are_the_reference_in_any_precision():
+    import numpy as np
+
+    def through_numpy(derivative):
+        @tf.custom_gradient
+        def np_sin(x):
+            y = tf.numpy_function(lambda a: np.sin(a).astype(np.float32), [x], tf.float32)
+            y.set_shape(x.shape)
+            return y, lambda dy: dy * derivative(x)
+        return np_sin
+
+    x = tf.random.stateless_normal([4, 6], seed=[1, 2])
+    right = check_gradient(through_numpy(tf.cos), x)
+    assert (right.verdict, right.reference) == ("match", "finite-differences"), right.detail
+    wrong = check_gradient(through_numpy(lambda x: tf.cos(2.0 * x)), x)
+    assert (wrong.verdict, wrong.reference) == ("mismatch", "finite-differences"), wrong.detail
+    assert wrong.detail.endswith("vs finite differences (autodiff has no gradient here)")

@@ -48,6 +48,11 @@ EXPECTED = {
     "grad_multiplier.py": ("scale_gradient", "intentional",
                            "gradient reversed and scaled by 0.3: custom = -0.3 x autodiff for x",
                            "normal(2, 3), float(-0.3)", {"eager": "intentional"}),
+    # Made inside a method: the child builds the class and calls it under trace's instrumentation.
+    "keras_layer_call.py": ("dense_softsign", "mismatch", "d/softsign/variable off by 9.2% vs autodiff; d/x off by 9%",
+                            "normal(2, 3)",
+                            {"eager": "mismatch", "tf.function": "mismatch"}),
+    "module_call.py": ("scale", "match", "matches autodiff to 0", "normal()", {"tf.function": "match"}),
     "tf_function_inside.py": ("fast_gelu", "error",
                               "the forward fails on every input: TypeError: To be compatible with "
                               "tf.function", None, None),
@@ -190,3 +195,30 @@ def test_cli_runtime_order_2_reports_modes_end_to_end():
     swap = by_function["layer_norm"]
     assert swap["modes"] == {"eager": "mismatch", "tf.function": "mismatch"}, swap
     assert "under tf.function: gradients swapped between variables" in swap["detail"], swap
+
+
+def test_cli_runtime_all_checks_custom_gradients_made_in_call_and_dunder_call():
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "cglint", "--output-format", "json", "--runtime=all",
+                          "fixtures/runtime/keras_layer_call.py", "fixtures/runtime/module_call.py"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    by_function = {r["function"]: r["verdict"] for r in json.loads(run.stdout)["runtime"]}
+    assert by_function == {"dense_softsign": "mismatch", "scale": "match"}
+
+
+def test_a_class_that_needs_constructor_arguments_says_what_would_check_it(tmp_path):
+    path = tmp_path / "needs_args.py"
+    path.write_text((FIXTURES / "module_call.py").read_text().replace("def __init__(self):",
+                                                                        "def __init__(self, start):"))
+    result = lint_file(str(path))
+    (planned,) = plan_file(result, everything=True)
+    got = check_one(import_by_path(str(path)), result.source, planned.request, seed=0)
+    assert got["verdict"] == "skipped"
+    assert got["detail"].startswith("Scale() needs constructor arguments (TypeError: ")
+    assert got["detail"].endswith("`cglint trace -- pytest` (or `pytest --cglint`) checks it where your own code "
+                                  "builds and calls it")

@@ -250,3 +250,89 @@ def test_trace_keeps_the_command_status_and_reports_bad_usage(tmp_path):
     shared = trace(sys.executable, "-c", "raise SystemExit(5)", cwd=tmp_path, options=("--output-format", "json"))
     assert (shared.returncode, shared.stderr) == (2, "cglint trace: error: --output-format json needs --output-file "
                                                      "PATH: the command and TensorFlow also write to stdout and stderr\n")
+
+
+# ------------------------------------------------- per-closure checks, autograph, the program's crash
+REAL_SHAPES = """import tensorflow as tf
+import keras
+
+
+class Power(keras.layers.Layer):
+    def __init__(self, power, **kwargs):
+        super().__init__(**kwargs)
+        self.power = power
+
+    def call(self, x):
+        @tf.custom_gradient
+        def power(x):
+            def grad(dy):
+                return dy * 2.0 * x  # right for power 2 only
+            return x ** self.power, grad
+        return power(x)
+
+
+@tf.function
+def step(x):
+    @tf.custom_gradient
+    def cube(x):
+        if tf.reduce_sum(x) > 0:
+            y = x * x * x
+        else:
+            y = x
+        def grad(dy):
+            return dy * 2.0 * x * x  # should be 3 x^2
+        return y, grad
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = cube(x)
+    return tape.gradient(y, x)
+
+
+@tf.custom_gradient
+def lookup(x, table):
+    y = x * table["scale"]
+    def grad(dy):
+        return dy * table["scale"], None
+    return y, grad
+
+
+x = tf.constant([1.0, 2.0, 3.0])
+with tf.GradientTape(persistent=True) as tape:
+    tape.watch(x)
+    square, cube = Power(2.0)(x), Power(3.0)(x)  # one layer class, two configurations
+print(tape.gradient(square, x).numpy(), tape.gradient(cube, x).numpy())
+print(step(x).numpy())
+lookup(x, {"scal": 2.0})  # the program's own crash inside a forward
+"""
+
+
+@pytest.fixture(scope="module")
+def real_shapes(tmp_path_factory):
+    work = tmp_path_factory.mktemp("real")
+    (work / "prog.py").write_text(REAL_SHAPES)
+    out = work / "report.json"
+    proc = trace(sys.executable, "prog.py", cwd=work, options=("--output-format", "json", "--output-file", out))
+    return work, proc, {r["function"]: r for r in json.loads(out.read_text())["runtime"]}
+
+
+def test_trace_checks_each_configuration_of_a_layer(real_shapes):
+    work, _, by_name = real_shapes
+    power = by_name["Power.call.<locals>.power"]  # the second, buggy instance is the verdict
+    assert (power["line"], power["verdict"]) == (line_of(work / "prog.py", "def power"), "mismatch")
+    assert "d/x off by" in power["detail"] and power["checked"].endswith("where self.power=3.0")
+
+
+def test_trace_maps_autograph_conversions_to_the_users_line(real_shapes):
+    work, _, by_name = real_shapes
+    cube = by_name["step.<locals>.cube"]  # not autograph's generated file and factory names
+    assert (cube["path"], cube["line"], cube["verdict"]) == ("prog.py", line_of(work / "prog.py", "def cube"),
+                                                             "mismatch")
+    assert not any("autograph" in name or "autograph" in r["path"] for name, r in by_name.items())
+
+
+def test_trace_reports_a_crash_in_a_forward_at_the_users_line(real_shapes):
+    work, proc, by_name = real_shapes
+    assert proc.returncode == 1 and "KeyError: 'scale'" in proc.stderr  # the program's own traceback
+    lookup = by_name["lookup"]
+    assert (lookup["verdict"], lookup["detail"]) == ("error", "KeyError: 'scale'")
+    assert lookup["checked"] == f"raised while the command ran at prog.py:{line_of(work / 'prog.py', 'y = x * table')}"
