@@ -150,6 +150,11 @@ class Diagnostic:
         """The message's detail clauses after the title (`split_message`)."""
         return self._split()[1]
 
+    @property
+    def editor_message(self) -> str:
+        """The title and each detail clause on its own line (what editors show)."""
+        return "\n".join([self.title, *self.details])
+
     def _split(self) -> tuple[str, list[str]]:
         if self.code == "CG000":  # the parser's or reader's own words: `cannot parse: <why>` is one thought
             return self.message, []

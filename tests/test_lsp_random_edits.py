@@ -157,7 +157,7 @@ def expected(text: str, path: str) -> list[tuple]:
     for d in engine.lint_source(text, path).diagnostics:
         a = index.from_cglint(d.line, d.column, txt.UTF16)
         b = index.from_cglint(d.end_line, d.end_column, txt.UTF16)
-        out.append((d.code, a.line, a.character, b.line, b.character, d.message))
+        out.append((d.code, a.line, a.character, b.line, b.character, d.editor_message))
     return sorted(out)
 
 

@@ -296,7 +296,7 @@ class CglintServer(LanguageServer):
         href = doc_url(d.code)
         return lsp.Diagnostic(
             range=lsp.Range(lsp.Position(start.line, start.character), lsp.Position(end.line, end.character)),
-            message="\n".join([d.title, *d.details]),  # a short first line, then the details (as the CLI)
+            message=d.editor_message,  # a short first line, then the details (as the CLI)
             severity=_SEVERITY.get(d.severity, lsp.DiagnosticSeverity.Error),
             code=d.code,
             code_description=lsp.CodeDescription(href=href) if href else None,
