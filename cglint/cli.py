@@ -9,7 +9,6 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 from cglint import __version__, reach
 
@@ -44,30 +43,9 @@ def _globs(value: str) -> list[str]:
     return [g.strip() for g in value.split(",") if g.strip()]
 
 
-class Parser(argparse.ArgumentParser):
-    """A usage error in three lines, as ruff (clap) words it: the error, a tip, where to read
-    more; not argparse's whole usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n{_tip(self, message)}"
-                              f"For more information, try '{self.prog} --help'.\n")
-
-
-def _tip(parser: argparse.ArgumentParser, message: str) -> str:
-    if not message.startswith("unrecognized arguments: "):
-        return "\n"
-    unknown = message.split(": ", 1)[1].split()[0]
-    if not unknown.startswith("-"):  # a second positional where none is taken (trace)
-        return "\n"
-    options = [o for a in parser._actions for o in a.option_strings if a.help != argparse.SUPPRESS]
-    close = difflib.get_close_matches(unknown.split("=", 1)[0], options, n=1, cutoff=0.6)
-    if close:
-        return f"\n  tip: a similar option exists: '{close[0]}'\n\n"
-    return f"\n  tip: to pass '{unknown}' as a path, use '-- {unknown}'\n\n"
-
-
 def build_parser() -> argparse.ArgumentParser:
     from cglint.report import FORMAT_NAMES
+    from cglint.usage import Parser
 
     p = Parser(
         prog="cglint",
@@ -600,7 +578,7 @@ def _run_stdin(args, settings) -> int:
             exempt = _recorded_by_baseline(args, settings)
             if isinstance(exempt, int):
                 return exempt
-            fixer = notebook.fix_text if nb else fix.fix_source
+            fixer = fix.fix_notebook_text if nb else fix.fix_source
             outcome = fixer(source, name, rules, unsafe=args.unsafe_fixes, exempt=exempt)
             if args.show_fixes:
                 _show_fixes([(name, [(a.code, a.name) for a in outcome.applied])], would=args.diff, to_stdout=False)
@@ -611,7 +589,7 @@ def _run_stdin(args, settings) -> int:
             sys.stderr.write(render(args.output_format, [outcome.result],
                                     Context(fixed=len(outcome.applied), unsafe_fixes=args.unsafe_fixes)))
             return EXIT_FINDINGS if outcome.remaining and not args.exit_zero else EXIT_CLEAN
-        result = notebook.lint_text(source, name, rules) if nb else engine.lint_source(source, name, rules)
+        result = engine.lint_notebook_text(source, name, rules) if nb else engine.lint_source(source, name, rules)
     except engine.InternalError as exc:
         return _fail(f"internal error, please report: {exc}")
     for warning in result.warnings:

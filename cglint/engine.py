@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from cglint.diagnostics import Finding
+    from cglint.notebook import Notebook
     from cglint.rules import Rule
 
 # Rules are given as classes or as codes; codes cost nothing until a file needs parsing, so a
@@ -243,10 +244,9 @@ def lint_file(path: str, rules: Rules | None = None, reduce: bool = False) -> Fi
     """Lint a file on disk. Raises files.ReadError (naming the path) when it cannot be read as a
     file; content cglint cannot take (undecodable, too large) is a CG000 "cannot read"."""
     if path.endswith(".ipynb"):  # a notebook: its code cells as one module (cglint.notebook)
-        from cglint import notebook
         from cglint.rules import CODES, rules as rule_classes
 
-        return notebook.lint_file(path, rule_classes(CODES if rules is None else rules), reduce=reduce)
+        return _lint_notebook_file(path, rule_classes(CODES if rules is None else rules), reduce=reduce)
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:
@@ -257,6 +257,84 @@ def lint_file(path: str, rules: Rules | None = None, reduce: bool = False) -> Fi
         diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")] if SyntaxErrorRule in rules else []
         return FileResult(path, "", diags, parsed=False)
     return lint_source(source, path, rules, reduce=reduce)
+
+
+# ---- notebooks ------------------------------------------------------------------------------
+
+
+def lint_notebook_text(raw: str, path: str, rules, reduce: bool = False, prefilter: bool = True) -> FileResult:
+    """Lint a notebook's file text. The result's `source` is the concatenated module, its
+    diagnostics are in cells (`cell`, lines within the cell) and `notebook` maps back."""
+    from cglint import notebook
+
+    rules = list(rules)
+    if prefilter and not files.may_hold_site(raw):
+        return FileResult(path, "", [], parsed=False)
+    try:
+        nb = notebook.read(raw)
+    except notebook.NotebookError as exc:
+        return _unreadable_notebook(path, rules, str(exc))
+    return lint_notebook(nb, path, rules, reduce=reduce, prefilter=prefilter)
+
+
+def _lint_notebook_file(path: str, rules, reduce: bool = False) -> FileResult:
+    from cglint import notebook
+
+    rules = list(rules)
+    try:
+        raw = notebook.read_text(path)
+    except files.UndecodableError as exc:
+        return _unreadable_notebook(path, rules, str(exc))
+    return lint_notebook_text(raw, path, rules, reduce=reduce)
+
+
+def lint_notebook(nb: Notebook, path: str, rules, reduce: bool = False, prefilter: bool = True) -> FileResult:
+    """A notebook is linted as its code cells joined into one module; findings map back to cells."""
+    from cglint.rules import RULES_BY_CODE
+    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
+    rules = list(rules)
+    result = lint_source(nb.code, path, rules, prefilter=prefilter, reduce=reduce)
+    diags = list(result.diagnostics)
+    if SyntaxErrorRule in rules and (not prefilter or files.may_hold_site(nb.code)
+                                     or any(files.may_hold_site(c.source) for c in nb.cells if c.error)):
+        broken = []
+        for cell in nb.cells:
+            if cell.error is None:
+                continue
+            line = cell.start + max(1, cell.error.lineno or 1) - 1
+            column = max(1, cell.error.offset or 1)
+            broken.append(Diagnostic(path=path, line=line, column=column, end_line=line, end_column=column + 1,
+                                     code=SyntaxErrorRule.code, name=SyntaxErrorRule.name,
+                                     severity=SyntaxErrorRule.severity,
+                                     message=f"cannot parse: {cell.error.msg}"))
+        kept, _ = noqa.apply(broken, nb.code, RULES_BY_CODE)
+        diags += kept
+    diags.sort(key=lambda d: (d.line, d.column, d.code))
+    result.diagnostics = [nb.to_cell(d) for d in diags]
+    result.warnings = [_cell_warning(nb, w) for w in result.warnings]
+    result.notebook = nb
+    return result
+
+
+def _cell_warning(nb: Notebook, warning: str) -> str:
+    head, sep, rest = warning.partition(": ")
+    if sep and head.isdigit():
+        cell, line = nb.position(int(head))
+        return f"cell {cell}:{line}: {rest}" if cell is not None else warning
+    return warning
+
+
+def _unreadable_notebook(path: str, rules, message: str) -> FileResult:
+    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
+    diags = []
+    if SyntaxErrorRule in rules:
+        diags.append(Diagnostic(path=path, line=1, column=1, end_line=1, end_column=1, code=SyntaxErrorRule.code,
+                                name=SyntaxErrorRule.name, severity=SyntaxErrorRule.severity,
+                                message=f"cannot read notebook: {message}"))
+    return FileResult(path, "", diags, parsed=False)
+
 
 
 def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int, end_col: int, message: str) -> Diagnostic:

@@ -20,7 +20,7 @@ import stat
 import tempfile
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -28,6 +28,9 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from cglint import source as pysource
 from cglint.diagnostics import UNSAFE, Diagnostic, FileResult, Fix
 from cglint.rules import ALL_RULES, Rule
+
+if TYPE_CHECKING:
+    from cglint.notebook import Notebook
 
 MAX_ROUNDS = 10
 
@@ -364,9 +367,7 @@ def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = 
     from cglint import engine, files
 
     if path.endswith(".ipynb"):  # a notebook: fixed as one module, written back cell by cell
-        from cglint import notebook
-
-        return notebook.fix_file(path, rules, unsafe, write, exempt)
+        return _fix_notebook_file(path, rules, unsafe, write, exempt)
     rules = list(rules)
     try:
         read = files.read(path)
@@ -491,3 +492,90 @@ def _write_in_place(path: str, target: str, st: os.stat_result, data: bytes) -> 
 
 __all__ = ["AppliedFix", "DroppedFix", "FixResult", "TextEdit", "applicable", "fix_file", "fix_source",
            "json_edits", "text_edits", "to_source", "validated", "write_atomic", "write_back", "MAX_ROUNDS"]
+
+
+# ---- notebooks: fixed as one module, written back cell by cell ---------------------------------
+
+
+def notebook_json_edits(result: FileResult, d: Diagnostic) -> list[dict]:
+    """`json_edits` for a finding in a notebook: rows of its cell, and the cell."""
+    if result.module is None or d.fix is None:
+        return []
+    return [{"content": e.text, "location": {"row": e.start_line, "column": e.start_column},
+             "end_location": {"row": e.end_line, "column": e.end_column}, "cell": e.cell}
+            for e in cell_edits(result, text_edits(result.source, result.module, d.fix))]
+
+
+def cell_edits(result: FileResult, edits: list) -> list:
+    """Text edits of the concatenated module (`text_edits`) moved into their cells
+    (`.cell` set, lines within it); none when one would cross a cell boundary."""
+    @dataclass(frozen=True)
+    class CellTextEdit(TextEdit):
+        cell: int = 0
+
+    nb: Notebook | None = result.notebook
+    if nb is None:
+        return edits
+    out = []
+    for e in edits:
+        start_cell, start_line = nb.position(e.start_line)
+        end_cell, end_line = nb.position(e.end_line)
+        if start_cell is None or start_cell != end_cell:
+            return []
+        out.append(CellTextEdit(start_line, e.start_column, end_line, e.end_column, e.text, e.start, e.end,
+                                cell=start_cell))
+    return out
+
+
+def fix_notebook_text(raw: str, path: str, rules, unsafe: bool = False, exempt=None):
+    """`fix_source` for a notebook's file text: the same rounds of fixes on the
+    concatenated module, written back into the changed cells only. Returns a FixResult whose
+    `source`/`new_source` are the file's text before and after and whose `result` is the lint
+    of the fixed notebook; a notebook that cannot be read or rewritten is left as it is (the
+    reason is a DroppedFix)."""
+    from dataclasses import replace
+
+    from cglint import engine, notebook
+
+    rules = list(rules)
+    before = engine.lint_notebook_text(raw, path, rules)
+    nb = before.notebook
+    if nb is None or not before.diagnostics:
+        return FixResult(path, raw, raw, [], [], before)
+    fixed = fix_source(nb.code, path, rules, unsafe, exempt=exempt)
+    if not fixed.changed:
+        return FixResult(path, raw, raw, [], _moved(nb, fixed.dropped), before, fixed.converged)
+    try:
+        new_raw, _ = nb.rewrite(fixed.new_source)
+    except notebook.NotebookError as exc:
+        dropped = [DroppedFix(a.code, a.line, a.description, f"cannot write the notebook back: {exc}")
+                   for a in fixed.applied]
+        return FixResult(path, raw, raw, [], _moved(nb, dropped), before)
+    applied = [replace(a, line=nb.position(a.line)[1]) for a in fixed.applied]
+    return FixResult(path, raw, new_raw, applied, _moved(nb, fixed.dropped), engine.lint_notebook_text(new_raw, path, rules),
+                         fixed.converged)
+
+
+def _moved(nb: Notebook, dropped: list) -> list:
+    for d in dropped:
+        if not isinstance(d.line, str):
+            cell, line = nb.position(d.line)
+            if cell is not None:
+                d.line = f"cell {cell}:{line}"  # printed as `nb.ipynb:cell 3:4: CG005 fix not applied`
+    return dropped
+
+
+def _fix_notebook_file(path: str, rules, unsafe: bool = False, write: bool = True, exempt=None):
+    """Fix a notebook in place (atomically); `write=False` for --diff."""
+    from cglint import engine, files
+
+    rules = list(rules)
+    try:
+        read = files.read(path)
+    except files.UndecodableError:
+        result = engine.lint_file(path, rules)
+        return FixResult(path, "", "", [], [], result)
+    outcome = fix_notebook_text(read.text, path, rules, unsafe, exempt)
+    if write and outcome.changed:
+        write_back(read, outcome.new_source)  # only if the file is still what was read
+    return outcome

@@ -371,85 +371,11 @@ def validate(raw: str):
 # ---- linting -----------------------------------------------------------------------------------
 
 
-def lint_text(raw: str, path: str, rules, reduce: bool = False, prefilter: bool = True) -> FileResult:
-    """Lint a notebook's file text. The result's `source` is the concatenated module, its
-    diagnostics are in cells (`cell`, lines within the cell) and `notebook` maps back."""
-    from cglint import files
-
-    rules = list(rules)
-    if prefilter and not files.may_hold_site(raw):
-        return FileResult(path, "", [], parsed=False)
-    try:
-        nb = read(raw)
-    except NotebookError as exc:
-        return _unreadable(path, rules, str(exc))
-    return lint_notebook(nb, path, rules, reduce=reduce, prefilter=prefilter)
-
-
 def read_text(path: str) -> str:
     """The file's text (UTF-8; JSON allows no other encoding). Raises OSError, UndecodableError."""
     from cglint import files
 
     return files.read_source(path)
-
-
-def lint_file(path: str, rules, reduce: bool = False) -> FileResult:
-    from cglint import files
-
-    rules = list(rules)
-    try:
-        raw = read_text(path)
-    except files.UndecodableError as exc:
-        return _unreadable(path, rules, str(exc))
-    return lint_text(raw, path, rules, reduce=reduce)
-
-
-def lint_notebook(nb: Notebook, path: str, rules, reduce: bool = False, prefilter: bool = True) -> FileResult:
-    from cglint import engine, files, noqa
-    from cglint.rules import RULES_BY_CODE
-    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
-
-    rules = list(rules)
-    result = engine.lint_source(nb.code, path, rules, prefilter=prefilter, reduce=reduce)
-    diags = list(result.diagnostics)
-    if SyntaxErrorRule in rules and (not prefilter or files.may_hold_site(nb.code)
-                                     or any(files.may_hold_site(c.source) for c in nb.cells if c.error)):
-        broken = []
-        for cell in nb.cells:
-            if cell.error is None:
-                continue
-            line = cell.start + max(1, cell.error.lineno or 1) - 1
-            column = max(1, cell.error.offset or 1)
-            broken.append(Diagnostic(path=path, line=line, column=column, end_line=line, end_column=column + 1,
-                                     code=SyntaxErrorRule.code, name=SyntaxErrorRule.name,
-                                     severity=SyntaxErrorRule.severity,
-                                     message=f"cannot parse: {cell.error.msg}"))
-        kept, _ = noqa.apply(broken, nb.code, RULES_BY_CODE)
-        diags += kept
-    diags.sort(key=lambda d: (d.line, d.column, d.code))
-    result.diagnostics = [nb.to_cell(d) for d in diags]
-    result.warnings = [_cell_warning(nb, w) for w in result.warnings]
-    result.notebook = nb
-    return result
-
-
-def _cell_warning(nb: Notebook, warning: str) -> str:
-    head, sep, rest = warning.partition(": ")
-    if sep and head.isdigit():
-        cell, line = nb.position(int(head))
-        return f"cell {cell}:{line}: {rest}" if cell is not None else warning
-    return warning
-
-
-def _unreadable(path: str, rules, message: str) -> FileResult:
-    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
-
-    diags = []
-    if SyntaxErrorRule in rules:
-        diags.append(Diagnostic(path=path, line=1, column=1, end_line=1, end_column=1, code=SyntaxErrorRule.code,
-                                name=SyntaxErrorRule.name, severity=SyntaxErrorRule.severity,
-                                message=f"cannot read notebook: {message}"))
-    return FileResult(path, "", diags, parsed=False)
 
 
 def frame_lines(result: FileResult, d: Diagnostic) -> list[str]:
@@ -551,96 +477,6 @@ def cell_diff(path: str, old: dict[int, str], new: dict[int, str]) -> str:
                                          tofile=f"b/{path}:cell {number}"):
             out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
-
-
-def json_edits(result: FileResult, d: Diagnostic) -> list[dict]:
-    """`cglint.fix.json_edits` for a finding in a notebook: rows of its cell, and the cell."""
-    from cglint.fix import text_edits
-
-    if result.module is None or d.fix is None:
-        return []
-    return [{"content": e.text, "location": {"row": e.start_line, "column": e.start_column},
-             "end_location": {"row": e.end_line, "column": e.end_column}, "cell": e.cell}
-            for e in cell_edits(result, text_edits(result.source, result.module, d.fix))]
-
-
-def cell_edits(result: FileResult, edits: list) -> list:
-    """Text edits of the concatenated module (`cglint.fix.text_edits`) moved into their cells
-    (`.cell` set, lines within it); none when one would cross a cell boundary."""
-    from dataclasses import dataclass as _dataclass
-
-    from cglint.fix import TextEdit
-
-    @_dataclass(frozen=True)
-    class CellTextEdit(TextEdit):
-        cell: int = 0
-
-    nb: Notebook | None = result.notebook
-    if nb is None:
-        return edits
-    out = []
-    for e in edits:
-        start_cell, start_line = nb.position(e.start_line)
-        end_cell, end_line = nb.position(e.end_line)
-        if start_cell is None or start_cell != end_cell:
-            return []
-        out.append(CellTextEdit(start_line, e.start_column, end_line, e.end_column, e.text, e.start, e.end,
-                                cell=start_cell))
-    return out
-
-
-def fix_text(raw: str, path: str, rules, unsafe: bool = False, exempt=None):
-    """`cglint.fix.fix_source` for a notebook's file text: the same rounds of fixes on the
-    concatenated module, written back into the changed cells only. Returns a FixResult whose
-    `source`/`new_source` are the file's text before and after and whose `result` is the lint
-    of the fixed notebook; a notebook that cannot be read or rewritten is left as it is (the
-    reason is a DroppedFix)."""
-    from dataclasses import replace
-
-    from cglint import fix
-
-    rules = list(rules)
-    before = lint_text(raw, path, rules)
-    nb = before.notebook
-    if nb is None or not before.diagnostics:
-        return fix.FixResult(path, raw, raw, [], [], before)
-    fixed = fix.fix_source(nb.code, path, rules, unsafe, exempt=exempt)
-    if not fixed.changed:
-        return fix.FixResult(path, raw, raw, [], _moved(nb, fixed.dropped), before, fixed.converged)
-    try:
-        new_raw, _ = nb.rewrite(fixed.new_source)
-    except NotebookError as exc:
-        dropped = [fix.DroppedFix(a.code, a.line, a.description, f"cannot write the notebook back: {exc}")
-                   for a in fixed.applied]
-        return fix.FixResult(path, raw, raw, [], _moved(nb, dropped), before)
-    applied = [replace(a, line=nb.position(a.line)[1]) for a in fixed.applied]
-    return fix.FixResult(path, raw, new_raw, applied, _moved(nb, fixed.dropped), lint_text(new_raw, path, rules),
-                         fixed.converged)
-
-
-def _moved(nb: Notebook, dropped: list) -> list:
-    for d in dropped:
-        if not isinstance(d.line, str):
-            cell, line = nb.position(d.line)
-            if cell is not None:
-                d.line = f"cell {cell}:{line}"  # printed as `nb.ipynb:cell 3:4: CG005 fix not applied`
-    return dropped
-
-
-def fix_file(path: str, rules, unsafe: bool = False, write: bool = True, exempt=None):
-    """Fix a notebook in place (atomically); `write=False` for --diff."""
-    from cglint import files, fix
-
-    rules = list(rules)
-    try:
-        read = files.read(path)
-    except files.UndecodableError:
-        result = lint_file(path, rules)
-        return fix.FixResult(path, "", "", [], [], result)
-    outcome = fix_text(read.text, path, rules, unsafe, exempt)
-    if write and outcome.changed:
-        fix.write_back(read, outcome.new_source)  # only if the file is still what was read
-    return outcome
 
 
 def diff(path: str, old_raw: str, new_raw: str) -> str:

@@ -13,7 +13,7 @@ import pytest
 from inprocess import cglint as inprocess
 from support import FIXTURES, ROOT, cglint
 
-from cglint import notebook
+from cglint import engine, fix, notebook
 from cglint.rules import ALL_RULES
 
 NB = FIXTURES / "notebooks" / "seed_op.ipynb"
@@ -45,7 +45,7 @@ def cli(*args, cwd=ROOT):
 
 
 def found(raw: str, path="nb.ipynb"):
-    result = notebook.lint_text(raw, path, ALL_RULES)
+    result = engine.lint_notebook_text(raw, path, ALL_RULES)
     return [(d.code, d.cell, d.line, d.column) for d in result.diagnostics]
 
 
@@ -160,7 +160,7 @@ def test_positions_after_magics_and_markdown_cells_are_cell_lines():
 def test_a_cell_that_does_not_parse_is_one_CG000_and_the_rest_is_linted():
     raw = make("import tensorflow as tf\nw = tf.Variable(1.0)", "def broken(:\n    pass", OP)
     assert found(raw) == [("CG000", 2, 1, 12), ("CG004", 3, 4, 9), ("CG005", 3, 5, 31)]
-    result = notebook.lint_text(raw, "nb.ipynb", ALL_RULES)
+    result = engine.lint_notebook_text(raw, "nb.ipynb", ALL_RULES)
     assert result.diagnostics[0].message.startswith("cannot parse: ")
 
 
@@ -241,7 +241,7 @@ def test_rewrite_keeps_layout_escapes_and_string_sources(tmp_path):
     nb.cells.append(nbformat.v4.new_code_cell("import tensorflow as tf\nw = tf.Variable(1.0)  # é", id="a"))
     nb.cells.append(nbformat.v4.new_code_cell(OP, id="b"))
     raw = json.dumps(nb, indent=2, ensure_ascii=True)  # one string per source, \u escapes, no final newline
-    outcome = notebook.fix_text(raw, "nb.ipynb", ALL_RULES, unsafe=True)
+    outcome = fix.fix_notebook_text(raw, "nb.ipynb", ALL_RULES, unsafe=True)
     assert outcome.changed and len(outcome.applied) == 2
     new = outcome.new_source
     assert new.isascii() and not new.endswith("\n")
@@ -250,7 +250,7 @@ def test_rewrite_keeps_layout_escapes_and_string_sources(tmp_path):
     assert "tf.cos(z)" in new_cells[1]["source"]
     head = raw[:raw.index('"source": "@tf')]
     assert new.startswith(head)
-    assert notebook.fix_text(new, "nb.ipynb", ALL_RULES, unsafe=True).changed is False
+    assert fix.fix_notebook_text(new, "nb.ipynb", ALL_RULES, unsafe=True).changed is False
 
 
 def test_add_noqa_writes_comments_into_the_cells(tmp_path):
@@ -310,7 +310,7 @@ def test_a_module_split_into_cells_has_the_same_findings_at_the_same_places(path
     raw = make(*cells)
     nb = notebook.read(raw)
     assert nb.rewrite(nb.code) == (raw, {})
-    result = notebook.lint_text(raw, "nb.ipynb", ALL_RULES)
+    result = engine.lint_notebook_text(raw, "nb.ipynb", ALL_RULES)
     expected = engine.lint_source(source, str(path), ALL_RULES).diagnostics
 
     def text_at(lines, line, col, end_line, end_col):

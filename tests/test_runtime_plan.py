@@ -87,25 +87,23 @@ def test_planning_does_not_import_tensorflow():
     assert run.returncode == 0, run.stderr
 
 
-# A custom gradient defined inside a Keras layer's `call`: no child process can import it.
-KERAS_NESTED = '''import keras
-import tensorflow as tf
+# A custom gradient made inside a function: no child process can import or build it.
+NESTED = '''import tensorflow as tf
 
 
-class Clip(keras.layers.Layer):
-    def call(self, x):
-        @tf.custom_gradient
-        def clip(x):
-            return tf.clip_by_value(x, -1.0, 1.0), lambda dy: dy * tf.math.cos(x)
+def make_clip(limit):
+    @tf.custom_gradient
+    def clip(x):
+        return tf.clip_by_value(x, -limit, limit), lambda dy: dy * tf.math.cos(x)
 
-        return clip(x)
+    return clip
 '''
 
 
 def test_every_skipped_says_what_would_check_it_with_the_command(tmp_path):
     from cglint.runtime.report import next_step
 
-    (tmp_path / "layer.py").write_text(KERAS_NESTED)
+    (tmp_path / "layer.py").write_text(NESTED)
     run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "--runtime=all",
                           "--output-format", "json", "--output-file", "report.json", "layer.py"],
                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -129,5 +127,7 @@ def test_every_skipped_says_what_would_check_it_with_the_command(tmp_path):
         detail = next_step(reason, "runtime", "m.py")
         assert detail.startswith(reason + "; to check it: ") and wanted in detail, detail
         assert next_step(detail, "runtime") == detail  # said once
+    child_hint = "C() needs constructor arguments; `cglint trace -- pytest` (or `pytest --cglint`) checks it"
+    assert next_step(child_hint, "runtime") == child_hint  # the child's own hint is not doubled
     traced = next_step("the forward creates a tf.Variable on every call", "trace", "m.py")
     assert traced.endswith("to check it: create the variable once outside the forward (CG011), then run the command again")

@@ -14,7 +14,9 @@ from cglint import __version__
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    from cglint.usage import Parser
+
+    parser = Parser(
         prog="cglint lsp",
         description="Run the cglint language server on stdin/stdout (for editors; see README, 'Editor setup').",
     )

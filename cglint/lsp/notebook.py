@@ -22,6 +22,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
+from cglint import engine
 from cglint import notebook as nbmod
 from cglint.lsp import text as txt
 
@@ -64,7 +65,7 @@ def lint_cells(ls, uri: str, cells: list[tuple[int, str, str]]) -> dict[str, lis
     path = _path(uri)
     rules = ls.rules_for(path)
     nb = nbmod.Notebook.from_cells((number, number - 1, text) for number, _, text in cells)
-    result = nbmod.lint_notebook(nb, path or uri, rules, reduce=True)
+    result = engine.lint_notebook(nb, path or uri, rules, reduce=True)
     by_number = {number: (cell_uri, txt.LineIndex(text)) for number, cell_uri, text in cells}
     out: dict[str, list[lsp.Diagnostic]] = {cell_uri: [] for _, cell_uri, _ in cells}
     for d in result.diagnostics:
@@ -143,7 +144,6 @@ def register(server) -> None:
     """Advertise notebook sync (for clients that support it) and handle its notifications.
     pygls applies them to its workspace before these handlers run."""
     server._notebook_document_sync = SYNC  # read by pygls when it answers `initialize`
-    from cglint.lsp.server import DEBOUNCE_SECONDS as debounce
 
     @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_OPEN)
     def did_open(ls, params: lsp.DidOpenNotebookDocumentParams) -> None:
@@ -151,7 +151,7 @@ def register(server) -> None:
 
     @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_CHANGE)
     def did_change(ls, params: lsp.DidChangeNotebookDocumentParams) -> None:
-        schedule(ls, params.notebook_document.uri, debounce)
+        schedule(ls, params.notebook_document.uri, ls.debounce)  # as for text documents
 
     @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_SAVE)
     def did_save(ls, params: lsp.DidSaveNotebookDocumentParams) -> None:

@@ -10,7 +10,7 @@ from cglint.report.text import heading, summary
 
 
 def render(results: list[FileResult], context=None) -> str:
-    from cglint.report import Context
+    from cglint.report.context import Context
 
     context = context or Context()
     style = Style(context.color)

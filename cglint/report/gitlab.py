@@ -33,7 +33,7 @@ def _lines(result: FileResult, d) -> dict:
 
 def render(results: list[FileResult], context=None) -> str:
     from cglint.baseline import fingerprints, relative
-    from cglint.report import Context
+    from cglint.report.context import Context
 
     context = context or Context()
     root = Path(os.path.abspath(context.root))

@@ -24,9 +24,9 @@ def _edits(result: FileResult, d: Any) -> list[dict[str, Any]]:
     if known is not None:
         return known
     if getattr(d, "cell", None) is not None:  # a notebook's cell
-        from cglint import notebook
+        from cglint.fix import notebook_json_edits
 
-        return notebook.json_edits(result, d)
+        return notebook_json_edits(result, d)
     from cglint.fix import json_edits
 
     return json_edits(result.source, result.module, d.fix)

@@ -68,12 +68,10 @@ def _region(line: int, column: int, end_line: int, end_column: int, cell: int | 
 def _fixes(result: FileResult, d: Diagnostic, artifact: dict[str, Any]) -> list[dict[str, Any]]:
     if d.fix is None or result.module is None:
         return []
-    from cglint.fix import text_edits
+    from cglint.fix import cell_edits, text_edits
 
     edits = text_edits(result.source, result.module, d.fix)
     if d.cell is not None:
-        from cglint.notebook import cell_edits
-
         edits = cell_edits(result, edits)
     if not edits:
         return []
@@ -128,7 +126,7 @@ def _runtime_results(runtime: list[dict[str, Any]], root: Path, rules: list[dict
 
 
 def render(results: list[FileResult], context=None) -> str:
-    from cglint.report import Context
+    from cglint.report.context import Context
 
     context = context or Context()
     root = Path(os.path.abspath(context.root))

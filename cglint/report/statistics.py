@@ -25,7 +25,7 @@ def rows(results: list[FileResult], unsafe: bool = False) -> list[dict]:
 
 
 def render(results: list[FileResult], fmt: str = "text", context=None) -> str:
-    from cglint.report import Context
+    from cglint.report.context import Context
     from cglint.report.style import Style
     from cglint.report.text import summary
 

@@ -14,7 +14,7 @@ from cglint.source import split_lines
 
 
 def render(results: list[FileResult], context=None) -> str:
-    from cglint.report import Context
+    from cglint.report.context import Context
 
     context = context or Context()
     style = Style(context.color)

@@ -34,6 +34,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "CG013": ("cg013_missing_decorator", "MissingDecorator"),
     "CG014": ("cg014_keras_variable_identity", "KerasVariableIdentity"),
     "CG015": ("cg015_non_tensor_argument", "NonTensorArgument"),
+    "CG016": ("cg016_gradient_dtype", "GradientDtype"),
 }
 CODES: tuple[str, ...] = tuple(_REGISTRY)
 # Rules outside the default catalogue, run only when asked for (`--report-unused-noqa`).

@@ -621,6 +621,77 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
         report = _rerun_float64(fn, inputs, report, checker, kw)
     if complex_probe and report.verdict == "match":
         report = _complex_probe(fn, inputs, report, checker, kw)
+    if float64_rerun and ((report.verdict, report.reference) == ("match", "autodiff") or _both_not_finite(report)):
+        report = _float64_reference(fn, report, checker)
+    return report
+
+
+def _both_not_finite(report: GradientReport) -> bool:
+    return report.verdict == "skipped" and "are both not finite here" in (report.detail or "")
+
+
+_LOW_PRECISION = (tf.float16, tf.bfloat16, tf.float32)
+_UNSTABLE_RTOL = 0.1  # rounding never explains 10%; underflow, overflow and cancellation do
+
+
+def _float64_reference(fn, report: GradientReport, checker: "_Checker") -> GradientReport:
+    """Autodiff of the same forward in float64, at the same inputs, against the custom gradient
+    in its own precision. A custom gradient that underflows, overflows or cancels in float32
+    is often matched by float32 autodiff of the same formula (both wrong, or both NaN), which
+    is no evidence that it is right: many custom gradients exist to be stable where autodiff
+    is not. Only for forwards without variables (they cannot be recast) that compute in float64
+    when given float64 inputs."""
+    try:
+        if getattr(checker, "variables", None) or not checker.diff_idx:
+            return report
+        low = [checker.flat_in[i] for i in checker.diff_idx]
+        if not any(x.dtype in _LOW_PRECISION for x in low):
+            return report
+        cast = [tf.cast(x, tf.float64) if _is_float(x.dtype) and i not in checker.python_numbers else x
+                for i, x in enumerate(checker.flat_in)]
+        args = tf.nest.pack_sequence_as(list(checker.inputs), cast)
+        targets = [cast[i] for i in checker.diff_idx]
+        with tf.GradientTape() as tape:
+            for t in targets:
+                tape.watch(t)
+            out = checker.forward(*args)
+        ys = [tf.convert_to_tensor(y) for y in tf.nest.flatten(out[0])]
+        if any(_is_float(y.dtype) and y.dtype != tf.float64 for y in ys) or len(ys) != len(checker.us[0]):
+            return report  # the forward computes in its own precision whatever it is given
+        u64 = [tf.cast(u, y.dtype) if _is_float(y.dtype) else None for u, y in zip(checker.us[0], ys)]
+        pairs = [(y, u) for y, u in zip(ys, u64) if u is not None]
+        refs = tape.gradient([y for y, _ in pairs], targets, output_gradients=[u for _, u in pairs])
+        customs = checker._custom(checker.us[0])
+        autos = checker._autodiff(checker.us[0])
+    except Exception:  # no float64 path: the first verdict stands
+        return report
+    limit = max(_UNSTABLE_RTOL, checker.opts.rtol or 0.0)
+    for arg, c, a, ref in zip(checker.argl, customs, autos, refs):
+        if ref is None:
+            continue
+        r = ref.numpy()
+        if not np.all(np.isfinite(r)):
+            continue
+        if c is None:
+            continue
+        if not V.finite(c):
+            detail = (f"d/{arg.name} is not finite ({V._count_nonfinite(c)}) in {arg.dtype.name} where float64 "
+                      f"autodiff of the same forward is finite: the custom gradient overflows or underflows "
+                      f"(float32 autodiff shares the failure, so it is no reference here)")
+            err = float("inf")
+        else:
+            scale = max(V.norm(r), 1e-30)
+            err = float(np.linalg.norm((V.as64(c) - r).ravel())) / scale
+            shared = a is not None and V.finite(a) and float(np.linalg.norm((V.as64(a) - r).ravel())) / scale > _UNSTABLE_RTOL
+            if err <= limit or not (shared or (a is not None and not V.finite(a))):
+                continue  # within tolerance, or a formula error float32 autodiff already measured
+            detail = (f"d/{arg.name} off by {V.pct(err)} vs float64 autodiff of the same forward "
+                      f"({arg.dtype.name} autodiff shares the error: underflow, overflow or cancellation)")
+        fixed = GradientReport(**{**report.__dict__})
+        fixed.verdict, fixed.detail, fixed.max_rel_error = "mismatch", detail, err
+        fixed.reference = "float64-autodiff"
+        fixed.modes = {**report.modes, "float64": "mismatch"}
+        return fixed
     return report
 
 

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 VERDICTS = ("match", "mismatch", "intentional", "error", "skipped")
-REFERENCES = ("autodiff", "finite-differences")
+REFERENCES = ("autodiff", "float64-autodiff", "finite-differences")
 
 
 def _finite_or_none(x: float | None) -> float | None:
@@ -96,7 +96,7 @@ def next_step(detail: str, via: str, path: str = "") -> str:
     """`detail` and the way forward: what checks a function this `via` ("runtime": the static
     plan's child process; "trace": a traced command or pytest session) could not check."""
     text = detail or "not checked"
-    if "to check it:" in text:  # already says so
+    if "to check it:" in text or "pytest --cglint" in text:  # already says so (the child's own hints)
         return text
     low = text.lower()
     if via == "trace":

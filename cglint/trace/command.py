@@ -25,7 +25,7 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cglint.cli import Parser
+    from cglint.usage import Parser
     from cglint.report import FORMAT_NAMES
 
     p = Parser(

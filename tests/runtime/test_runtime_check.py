@@ -412,3 +412,20 @@ def test_without_autodiff_finite_differences_are_the_reference_in_any_precision(
     wrong = check_gradient(through_numpy(lambda x: tf.cos(2.0 * x)), x)
     assert (wrong.verdict, wrong.reference) == ("mismatch", "finite-differences"), wrong.detail
     assert wrong.detail.endswith("vs finite differences (autodiff has no gradient here)")
+
+
+def test_an_unstable_gradient_is_caught_by_the_float64_reference_only():
+    """softplus's grad written exp(x) / (1 + exp(x)): NaN at x = 100 in float32, and float32
+    autodiff of the same formula is NaN too (inconclusive against it); float64 autodiff of the
+    same forward is finite there, so the custom gradient is shown unstable."""
+    def naive(x):
+        e = tf.exp(x)
+        return tf.math.log(1.0 + e), lambda dy: dy * e / (1.0 + e)
+
+    x = tf.constant([100.0, 1.0, -3.0])
+    r = check_gradient(naive, x)
+    assert (r.verdict, r.reference) == ("mismatch", "float64-autodiff"), r.detail
+    assert r.detail.startswith("d/x is not finite (nan at 1 of 3 elements) in float32 where float64 autodiff")
+    assert check_gradient(naive, x, float64_rerun=False).verdict == "skipped"  # same precision: inconclusive
+    stable = check_gradient(lambda x: (tf.math.softplus(x), lambda dy: dy * tf.sigmoid(x)), x)
+    assert stable.verdict == "match", stable.detail

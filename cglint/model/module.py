@@ -1,0 +1,184 @@
+"""The model of one module: one libcst parse -> scopes, sites and the questions rules ask.
+
+`ModuleModel` is assembled from the parts of this package: the walk (`scopes`), the sites
+(`sites`), variables and Keras (`variables`), data flow and values (`flow`) and the
+module-wide indexes (`index`). Here: construction, qualified names, name resolution and
+positions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from cglint.model.flow import FlowQueries
+from cglint.model.index import ModuleIndex
+from cglint.model.scopes import Binding, Scope, _Collector, _ReadsIn, reach_imports
+from cglint.model.sites import Helper, SiteDiscovery
+from cglint.model.variables import VariableQueries
+from cglint.names import normalize
+
+if TYPE_CHECKING:
+    from cglint.model.sites import GradientSite
+
+
+class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
+    """Everything the rules may ask about one module."""
+
+    def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = ()) -> None:
+        self.module = module
+        collector = _Collector(self)
+        collector.walk(module)
+        self.imports: dict[str, str] = reach_imports(collector.imports, tensorflow_aliases, collector.root)
+        self.root: Scope = collector.root
+        self.scope_of: dict[cst.CSTNode, Scope] = collector.scope_of
+        self.decorated: list[tuple[cst.FunctionDef, Scope]] = collector.defs
+        self.all_calls: list[tuple[cst.Call, Scope]] = collector.calls
+        # Calls whose result is passed on whole or taken apart where it is made (returned,
+        # a lambda's body, unpacked `a, b = f()`, indexed `f()[0]`): the caller treats it as a
+        # structure, not as one tensor.
+        self.forwarded_calls: set[int] = collector.forwarded
+        # id(Name read) -> its position in source order, against the bindings' (`Scope.order`).
+        self._read_seq: dict[int, int] = collector.read_seq
+        # id(`self.x` node) -> the attribute read from it, when it is `self.x.<attr>`.
+        self._attribute_of: dict[int, str] = collector.attribute_of
+        # id(def, lambda, call or def name) -> index of the top-level statement holding it.
+        self._top_of: dict[int, int] = collector.top_of
+        # The imports are complete from here on: qualified names can be remembered per node
+        # (kept with the node, so an id is never reused while its entry lives).
+        self._qualnames: dict[int, tuple[cst.CSTNode, str | None]] = {}
+        self.sites: list[GradientSite] = self._find_sites()
+
+    @property
+    def imports_tensorflow(self) -> bool:
+        return any(q == "tensorflow" or q.startswith("tensorflow.") for q in self.imports.values())
+
+    def reads_in(self, expr: cst.CSTNode, skip_attrs: frozenset[str] = frozenset()) -> list[cst.Name]:
+        """Names an expression reads (attribute and keyword names are not reads). Names under
+        an attribute in `skip_attrs` are left out: `x.shape` with `{"shape"}` reads nothing."""
+        finder = _ReadsIn(skip_attrs)
+        finder.walk(expr)
+        return finder.names
+
+    # ---- name resolution -----------------------------------------------------------------
+
+    def qualname(self, expr: cst.BaseExpression | None) -> str | None:
+        """`tf.math.tan` -> `tensorflow.math.tan` through the module's imports (compat folded)."""
+        memo = self.__dict__.get("_qualnames")
+        if memo is None or expr is None:
+            return self._qualname(expr)
+        hit = memo.get(id(expr))
+        if hit is None or hit[0] is not expr:
+            hit = memo[id(expr)] = (expr, self._qualname(expr))
+        return hit[1]
+
+    def _qualname(self, expr: cst.BaseExpression | None) -> str | None:
+        parts: list[str] = []
+        while isinstance(expr, cst.Attribute):
+            parts.append(expr.attr.value)
+            expr = expr.value
+        if not isinstance(expr, cst.Name) or expr.value not in self.imports:
+            return None
+        parts.append(self.imports[expr.value])
+        return normalize(".".join(reversed(parts)))
+
+    def resolve(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> list[Binding]:
+        """What an expression may hold: names are followed through assignments (all of them,
+        since control flow is not modelled); anything else stands for itself."""
+        if isinstance(expr, cst.Name) and depth < 8:
+            found = scope.lookup(expr.value)
+            if found is None:
+                return [expr]
+            owner, _ = found
+            seq = self._read_seq.get(id(expr))
+            values = owner.visible(expr.value, seq if owner is scope else None)
+            out: list[Binding] = []
+            for value in values:
+                if isinstance(value, cst.Name):
+                    out.extend(self.resolve(value, owner, depth + 1))
+                else:
+                    out.append(value)
+            return out
+        return [expr]
+
+    def helper(self, expr: cst.BaseExpression | None, scope: Scope) -> Helper | None:
+        """The module's own function a name (or a call's callee) refers to in `scope`, when the
+        name is bound to exactly one def there: `dtan` in `dtan(y)` -> `def dtan(a): ...`."""
+        if not isinstance(expr, cst.Name):
+            return None
+        defs = [v for v in self.resolve(expr, scope) if isinstance(v, cst.FunctionDef) and v in self.scope_of]
+        if len(defs) != 1:
+            return None
+        node = defs[0]
+        return Helper(node, self.scope_of[node])
+
+    # ---- module-level questions ----------------------------------------------------------
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node's parent in the module. Fixers need it (which statement holds this
+        assignment?); the parent table is built on first use, so linting never pays for it."""
+        parents = self.__dict__.get("_parents")
+        if parents is None:
+            from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+            parents = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
+            self.__dict__["_parents"] = parents
+        return parents.get(node)
+
+    @property
+    def positions(self):
+        """Each node's `CodeRange` (libcst's PositionProvider), computed once per parse on first
+        use: the engine, the fixer and the runtime planner share it, and linting a clean file
+        never pays for the codegen pass it costs."""
+        positions = self.__dict__.get("_positions")
+        if positions is None:
+            from libcst.metadata import MetadataWrapper, PositionProvider
+
+            positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+            self.__dict__["_positions"] = positions
+        return positions
+
+    def positions_of(self, findings: list, lines: list[tuple[int, int]] | None) -> Any:
+        """CodeRanges for the findings' nodes, from a codegen pass over only the top-level
+        statements that hold them (a 6,000-site module spends more in the whole-module pass than
+        in every rule together). `lines`: each top-level statement's first and last line, from
+        Python's parse. Where anything does not line up (a node the model cannot place, a
+        statement whose length disagrees) it is the whole-module pass: never a wrong position."""
+        if lines is None or "_positions" in self.__dict__ or len(lines) != len(self.module.body):
+            return self.positions
+        body = self.module.body
+        wanted: set[int] = set()
+        for f in findings:
+            top = self._top_of.get(id(f.node))
+            if top is None and f.site is not None:
+                top = self._top_of.get(id(f.site.forward))
+            if top is None:
+                return self.positions
+            wanted.add(top)
+
+        def start(i: int) -> int:  # the first line of statement i's code: its own leading lines
+            return lines[i][0] - len(getattr(body[i], "leading_lines", ()))
+
+        from libcst.metadata.position_provider import PositionProvider
+
+        from cglint.cstpositions import FastPositionState
+
+        provider = PositionProvider()
+        for i in sorted(wanted):
+            state = FastPositionState(default_indent=self.module.default_indent,
+                                                  default_newline=self.module.default_newline, provider=provider)
+            state.line = start(i)
+            body[i]._codegen(state)
+            if i + 1 < len(body) and state.line != start(i + 1):
+                return self.positions
+        computed = provider._computed
+        if any(f.node not in computed for f in findings):
+            return self.positions
+        return computed
+
+    def names_in_use(self) -> set[str]:
+        """Every name bound, read or imported anywhere in the module: a fixer introducing a
+        name picks one outside this set, so it can shadow nothing. (Computed once: linting never
+        changes the tree.)"""
+        return set(self._names_in_use)

@@ -1,0 +1,342 @@
+"""Sites: the TensorFlow custom-gradient functions of a module (decorated or wrapped by a call),
+their grad fns and what each returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+import libcst as cst
+
+from cglint.model.scopes import (
+    FunctionNode, Scope, _has_star, _is_self, _is_staticmethod, _positional_params, _return_values,
+    _return_values_with_nodes, argument,
+)
+from cglint.model.variables import Variable
+from cglint.names import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT
+
+if TYPE_CHECKING:
+    from cglint.model.module import ModuleModel
+
+
+@dataclass(eq=False)
+class Helper:
+    """A function of the module a name refers to (see `ModuleModel.helper`): its def and scope."""
+
+    node: cst.FunctionDef
+    scope: Scope
+
+    @property
+    def params(self) -> list[str]:
+        """Its positional parameter names, in order."""
+        return [p.name.value for p in _positional_params(self.node.params)]
+
+    def returned(self) -> list[cst.BaseExpression]:
+        return [r.value for r in self.scope.returns if r.value is not None]
+
+
+@dataclass(eq=False)
+class GradReturn:
+    """One `return` of a grad fn (a lambda's body counts as its return)."""
+
+    node: cst.CSTNode
+    value: cst.BaseExpression | None
+    # The top-level elements when the value is a literal tuple (or a name bound to one).
+    elements: list[cst.BaseExpression] | None
+
+    @property
+    def pair(self) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+        """`(input_grads, var_grads)` when the return is a literal 2-tuple: the shape TensorFlow
+        unpacks when the forward read variables (without variables it is two input gradients)."""
+        if self.elements is None or len(self.elements) != 2:
+            return None
+        return self.elements[0], self.elements[1]
+
+
+@dataclass(eq=False)
+class GradFn:
+    node: FunctionNode
+    name: str
+    scope: Scope
+    upstream_params: list[str]  # positional parameters, excluding `variables` (passed by keyword)
+    has_varargs: bool
+    accepts_variables: bool  # a `variables` parameter or **kwargs
+    returns: list[GradReturn]
+    # How many of `upstream_params` have no default: callers must pass at least this many.
+    required_upstream: int = 0
+    # The parameter TensorFlow's `variables=` lands in: `variables`, the **kwargs name, or None.
+    variables_param: str | None = None
+
+    @property
+    def anchor(self) -> cst.CSTNode:
+        """Where diagnostics about the grad fn's definition point: its name, or the lambda."""
+        return self.node.name if isinstance(self.node, cst.FunctionDef) else self.node
+
+    def reads(self, name: str) -> bool:
+        """Whether the grad fn's body (nested functions included) reads `name`."""
+        return self.scope.reads_name(name)
+
+    @property
+    def upstream_names(self) -> list[str]:
+        """Every name the upstream gradients arrive under: the positional parameters (not
+        `variables`) and a `*args` that collects them."""
+        star = self.node.params.star_arg
+        return list(self.upstream_params) + ([star.name.value] if isinstance(star, cst.Param) else [])
+
+
+@dataclass(eq=False)
+class GradientSite:
+    """One TensorFlow custom-gradient function: the forward and what the model knows of it."""
+
+    model: ModuleModel
+    name: str  # the name users call it by (`op`, `Layer.call`, or the assigned name for call forms)
+    forward: FunctionNode
+    scope: Scope  # the forward's own scope
+    wrapper: cst.CSTNode  # the `@tf.custom_gradient` decorator or the `tf.custom_gradient(...)` call
+    is_method: bool
+    inputs: list[str]  # positional inputs (`self`/`cls` excluded)
+    has_varargs: bool
+    outputs: list[cst.BaseExpression]  # the `y` of each `return y, grad_fn`
+    grad_fns: list[GradFn]
+    variables: list[Variable]
+    call_names: set[str]  # names under which callers reach it (for keyword-call checks)
+
+    # ---- questions rules ask -------------------------------------------------------------
+
+    @property
+    def anchor(self) -> cst.CSTNode:
+        return self.forward.name if isinstance(self.forward, cst.FunctionDef) else self.forward
+
+    @property
+    def keras_ops(self) -> bool:
+        """A Keras 3 `keras.ops.custom_gradient` site (TensorFlow's on the TensorFlow backend)."""
+        expr = self.wrapper.decorator if isinstance(self.wrapper, cst.Decorator) else getattr(self.wrapper, "func", None)
+        return self.model.qualname(expr) in KERAS_CUSTOM_GRADIENT
+
+    @property
+    def trainable_variables(self) -> list[Variable]:
+        return [v for v in self.variables if v.trainable]
+
+    @property
+    def output_count(self) -> int | None:
+        """Number of flattened outputs, when every return agrees and the count is literal (an
+        input returned as an output flattens as the input does: `input_counts`)."""
+        params = self.model.param_counts(self)
+        counts = {self.model.flat_count(y, self.scope, params=params) for y in self.outputs}
+        return counts.pop() if len(counts) == 1 else None
+
+    def scopes(self) -> Iterator[Scope]:
+        """The forward's scope and every scope nested in it (grad fns, helpers)."""
+        return self.scope.walk()
+
+    def calls(self) -> Iterator[tuple[cst.Call, Scope]]:
+        """Every call inside the forward, grad fns included, with the scope it is in."""
+        for scope in self.scopes():
+            for call in scope.calls:
+                yield call, scope
+
+    def grad_fn_scopes(self) -> set[Scope]:
+        return {scope for g in self.grad_fns for scope in g.scope.walk()}
+
+    @property
+    def required_inputs(self) -> int:
+        """Positional inputs without a default: TensorFlow counts a defaulted one as an input
+        only when a caller passes it positionally, so the input count lies in
+        `required_inputs ..= len(inputs)`."""
+        return sum(1 for p in self.input_params if p.default is None)
+
+    @property
+    def input_params(self) -> list[cst.Param]:
+        positional = _positional_params(self.forward.params)
+        return positional[1:] if self.is_method and positional else positional
+
+    @property
+    def outer(self) -> Scope:
+        """The scope the forward is defined in (a class body for methods)."""
+        return self.scope.parent  # type: ignore[return-value]
+
+    def is_named_by(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether the name `expr` (in `scope`) is this custom-gradient function. A decorated def
+        is; in the call form only the result of `tf.custom_gradient(fwd)` is (`fwd` itself is
+        the plain forward)."""
+        if not isinstance(expr, cst.Name):
+            return False
+        found = scope.lookup(expr.value)
+        target = self.forward if isinstance(self.wrapper, cst.Decorator) else self.wrapper
+        return found is not None and any(v is target for v in found[1])
+
+    def is_reached_by(self, call: cst.Call, scope: Scope) -> bool:
+        """Whether `call` (made in `scope`) calls this custom-gradient function: by a name bound
+        to the decorated def or to the `tf.custom_gradient(...)` result, or as `self.method(...)`
+        from the same class."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            return self.is_named_by(func, scope)
+        if isinstance(func, cst.Attribute) and _is_self(func.value) and self.is_method:
+            name = self.forward.name.value if isinstance(self.forward, cst.FunctionDef) else None
+            return func.attr.value in ({name} | self.call_names) and scope.enclosing_class() is self.outer
+        return False
+
+
+@dataclass(eq=False)
+class UnwrappedCandidate:
+    """A function shaped like a custom-gradient forward (returns `(y, nested_grad_fn)`)."""
+
+    node: cst.FunctionDef
+    scope: Scope
+    grad_fn: cst.FunctionDef
+
+
+class SiteDiscovery:
+    """Finding the custom-gradient functions of a module and their grad fns."""
+
+    # ---- site discovery ------------------------------------------------------------------
+
+    def _is_custom_gradient(self, expr: cst.BaseExpression) -> bool:
+        qualname = self.qualname(expr)
+        return qualname in TF_CUSTOM_GRADIENT or qualname in KERAS_CUSTOM_GRADIENT
+
+    def _find_sites(self) -> list[GradientSite]:
+        sites: list[GradientSite] = []
+        for fn, scope in self.decorated:
+            for dec in fn.decorators:
+                if self._is_custom_gradient(dec.decorator):
+                    names = {fn.name.value}
+                    sites.append(self._site(fn, dec, scope, fn.name.value, names))
+                    break
+        for call, scope in self.all_calls:
+            if not self._is_custom_gradient(call.func):
+                continue
+            target = argument(call, 0, "f")
+            forward: FunctionNode | None = None
+            name = "<lambda>"
+            if isinstance(target, cst.Lambda):
+                forward = target
+            elif isinstance(target, cst.Name):
+                name = target.value
+                for value in self.resolve(target, scope):
+                    if isinstance(value, (cst.FunctionDef, cst.Lambda)):
+                        forward = value
+            elif isinstance(target, cst.Attribute) and _is_self(target.value):
+                name = target.attr.value
+                cls = scope.enclosing_class()
+                if cls is not None:
+                    forward = next(
+                        (v for v in cls.bindings.get(name, []) if isinstance(v, cst.FunctionDef)), None
+                    )
+            if forward is None:
+                continue
+            call_names = self.names_bound_to(call, scope)
+            fscope = self.scope_of.get(forward)
+            if fscope is None or fscope.parent is None:
+                continue
+            sites.append(self._site(forward, call, fscope.parent, name, call_names))
+        return sites
+
+    def _site(
+        self, forward: FunctionNode, wrapper: cst.CSTNode, outer: Scope, name: str, call_names: set[str]
+    ) -> GradientSite:
+        scope = self.scope_of[forward]
+        is_method = isinstance(outer.node, cst.ClassDef) and not _is_staticmethod(forward)
+        positional = _positional_params(forward.params)
+        if is_method and positional:
+            positional = positional[1:]
+        if isinstance(outer.node, cst.ClassDef):
+            name = f"{outer.node.name.value}.{name}"
+        outputs: list[cst.BaseExpression] = []
+        grad_fns: list[GradFn] = []
+        seen: set[int] = set()
+        for value in _return_values(forward, scope):
+            if not isinstance(value, cst.Tuple) or len(value.elements) != 2 or _has_star(value):
+                continue
+            outputs.append(value.elements[0].value)
+            grad = self._grad_fn(value.elements[1].value, scope)
+            if grad is not None and id(grad.node) not in seen:
+                seen.add(id(grad.node))
+                grad_fns.append(grad)
+        site = GradientSite(
+            model=self,
+            name=name,
+            forward=forward,
+            scope=scope,
+            wrapper=wrapper,
+            is_method=is_method,
+            inputs=[p.name.value for p in positional],
+            has_varargs=isinstance(forward.params.star_arg, cst.Param),
+            outputs=outputs,
+            grad_fns=grad_fns,
+            variables=[],
+            call_names=call_names,
+        )
+        site.variables = self._variables_read(site)
+        return site
+
+    def _grad_fn(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> GradFn | None:
+        node: FunctionNode | None = None
+        name = "<lambda>"
+        bound_positional, bound_keywords = 0, set()
+        for value in self.resolve(expr, scope):
+            if isinstance(value, (cst.FunctionDef, cst.Lambda)):
+                node = value
+                if isinstance(value, cst.FunctionDef):
+                    name = value.name.value
+                elif isinstance(expr, cst.Name):
+                    name = expr.value
+            elif isinstance(value, cst.Call) and self.qualname(value.func) == "functools.partial" and depth < 2:
+                # `functools.partial(_grad, x=x)`: TensorFlow calls what is left of `_grad`.
+                inner = self._grad_fn(value.args[0].value, scope, depth + 1) if value.args else None
+                rest = value.args[1:]
+                if inner is None or any(a.star for a in rest):
+                    return None
+                node = inner.node
+                name = inner.name
+                bound_positional = sum(1 for a in rest if a.keyword is None)
+                bound_keywords = {a.keyword.value for a in rest if a.keyword is not None}
+        if node is None or node not in self.scope_of:
+            return None
+        gscope = self.scope_of[node]
+        params = node.params
+        positional = _positional_params(params)[bound_positional:]
+        # TensorFlow passes `variables` by keyword, so it is never an upstream gradient.
+        upstream = [p for p in positional if p.name.value != "variables" and p.name.value not in bound_keywords]
+        named = {p.name.value for p in positional} | {p.name.value for p in params.kwonly_params}
+        kwargs = params.star_kwarg.name.value if isinstance(params.star_kwarg, cst.Param) else None
+        returns = []
+        higher_order = isinstance(node, cst.FunctionDef) and any(self._is_custom_gradient(d.decorator) for d in node.decorators)
+        for value, ret in _return_values_with_nodes(node, gscope):
+            if higher_order:
+                # The grad fn is itself `@tf.custom_gradient`: it returns `(gradients, grad_of_grad)`
+                # and its callers (TensorFlow) get the gradients alone.
+                pair = self.literal_elements(value, gscope) if value is not None else None
+                value = pair[0] if pair is not None and len(pair) == 2 else None
+            returns.append(GradReturn(ret, value, self.literal_elements(value, gscope) if value is not None else None))
+        return GradFn(
+            node=node,
+            name=name,
+            scope=gscope,
+            upstream_params=[p.name.value for p in upstream],
+            has_varargs=isinstance(params.star_arg, cst.Param),
+            accepts_variables="variables" in named or params.star_kwarg is not None,
+            returns=returns,
+            required_upstream=sum(1 for p in upstream if p.default is None),
+            variables_param="variables" if "variables" in named else kwargs,
+        )
+
+    def site_for_function(self, node: cst.CSTNode) -> GradientSite | None:
+        return self._site_by_forward.get(id(node))
+
+    def unwrapped_candidates(self) -> Iterator[UnwrappedCandidate]:
+        """Functions returning `(y, g)` where `g` is a def nested in them, not wrapped as a site."""
+        wrapped = {id(s.forward) for s in self.sites}
+        for scope in self.root.walk():
+            node = scope.node
+            if not isinstance(node, cst.FunctionDef) or id(node) in wrapped:
+                continue
+            for value in _return_values(node, scope):
+                if isinstance(value, cst.Tuple) and len(value.elements) == 2 and not _has_star(value):
+                    second = value.elements[1].value
+                    if isinstance(second, cst.Name):
+                        defs = [v for v in scope.bindings.get(second.value, []) if isinstance(v, cst.FunctionDef)]
+                        if defs:
+                            yield UnwrappedCandidate(node, scope, defs[0])
+                            break

@@ -1,0 +1,153 @@
+"""CG016 gradient-dtype."""
+
+from typing import Iterator
+
+from cglint.diagnostics import Finding
+from cglint.model import GradientSite
+from cglint.model.dtypes import fixed_dtype, forward_casts, input_dtype_evidence
+from cglint.rules.base import Invalid, Rule
+
+
+class GradientDtype(Rule):
+    """
+    ## What it does
+    Flags an input gradient whose dtype the code fixes (`tf.cast(g, tf.float32)`,
+    `tf.constant(..., dtype=tf.float64)`, arithmetic with such a value) to something other
+    than what the module says its input holds: a call in the module passes a tensor of another
+    dtype, the forward itself casts the input to that dtype (so the input comes in another one:
+    a float16 input computed in float32 under mixed precision), or the module sets a
+    `mixed_float16`/`mixed_bfloat16` policy for a Keras layer. A gradient whose dtype follows
+    the input (`tf.cast(g, x.dtype)`, `dy * ...`) is never flagged.
+
+    ## Why is this bad?
+    TensorFlow's `custom_gradient` does not check the dtypes the grad fn returns (verified on
+    TensorFlow 2.21): a float32 gradient for a float16 or float64 input is accepted, and
+    `tape.gradient` hands back the wrong dtype for a leaf input. When the input came out of
+    another op, that op's gradient then fails far from the bug: "cannot compute Mul as input #1
+    was expected to be a half tensor but is a float tensor". Cast the gradient back:
+    `tf.cast(g, x.dtype)`.
+    """
+
+    code = "CG016"
+    name = "gradient-dtype"
+    summary = "An input gradient is built in a fixed dtype other than its input's"
+
+    INVALID = [
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def stable_softplus(x):
+    x32 = tf.cast(x, tf.float32)  # compute in float32 for stability
+    y = tf.math.softplus(x32)
+
+    def grad(dy):
+        return tf.cast(dy, tf.float32) * tf.sigmoid(x32)
+
+    return tf.cast(y, x.dtype), grad
+''',
+            at="10:16"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy):
+        return tf.cast(dy * 2.0, tf.float32)
+
+    return x * 2.0, grad
+
+x = tf.constant([1.0, 2.0], dtype=tf.float64)
+y = scale(x)
+''',
+            at="7:16"),
+        Invalid(
+            '''
+import keras
+import tensorflow as tf
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+class Gelu(keras.layers.Layer):
+    def call(self, x):
+        @tf.custom_gradient
+        def gelu(x):
+            def grad(dy):
+                return dy * tf.constant(0.5, dtype=tf.float32) * (1.0 + tf.math.erf(x))
+            return 0.5 * x * (1.0 + tf.math.erf(x)), grad
+        return gelu(x)
+''',
+            at="13:29"),
+    ]
+    VALID = [
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def stable_softplus(x):
+    x32 = tf.cast(x, tf.float32)
+    y = tf.math.softplus(x32)
+
+    def grad(dy):
+        return tf.cast(tf.cast(dy, tf.float32) * tf.sigmoid(x32), x.dtype)
+
+    return tf.cast(y, x.dtype), grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy):
+        return tf.cast(dy * 2.0, tf.float32)
+
+    return x * 2.0, grad
+
+y = scale(tf.constant([1.0, 2.0]))
+''',
+        '''
+import numpy as np
+import tensorflow as tf
+
+@tf.custom_gradient
+def scale(x):
+    return x * 3.0, lambda dy: dy * np.full([2], 3.0)
+
+y = scale(tf.constant([1.0, 2.0]))
+''',
+    ]
+
+    def check_site(self, site: GradientSite) -> Iterator[Finding]:
+        model = site.model
+        for grad in site.grad_fns:
+            for ret in grad.returns:
+                if ret.value is None:
+                    continue
+                value = ret.value
+                if site.trainable_variables:
+                    if ret.pair is None:
+                        continue
+                    value = ret.pair[0]
+                grads = model.literal_elements(value, grad.scope) if len(site.inputs) != 1 else [value]
+                for index, (name, g) in enumerate(zip(site.inputs, grads or [])):
+                    fixed = fixed_dtype(model, g, grad.scope)
+                    if fixed is None:
+                        continue
+                    dtype, node = fixed
+                    evidence = input_dtype_evidence(model, site, index)
+                    if evidence is not None and evidence[0] != dtype:
+                        why = f"`{name}` is {evidence[0]} ({evidence[1]})"
+                    elif (cast := forward_casts(model, site, name)) is not None and cast[0] == dtype:
+                        why = (f"the forward casts `{name}` to {dtype}, so `{name}` comes in another dtype "
+                               "(float16 under mixed precision)")
+                    else:
+                        continue
+                    yield Finding(
+                        node,
+                        f"The gradient for `{name}` is fixed to {dtype} here, but {why}: TensorFlow accepts a "
+                        f"gradient of another dtype silently and the op that made `{name}` fails in its own "
+                        f"gradient ('expected ... tensor but is a ... tensor'); return `tf.cast(g, {name}.dtype)`",
+                    )

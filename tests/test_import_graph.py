@@ -1,0 +1,101 @@
+"""cglint's modules import one another without a cycle: the engine lints a source, notebooks and
+fixes build on the engine, formatters on the report context, and nothing imports back up.
+
+Edges are read statically from every `import` statement of every module under `cglint/`, at
+module level and deferred inside functions alike (a deferred import is still a dependency);
+imports under `if TYPE_CHECKING:` are annotations only and do not count, nor does the implicit
+import of a submodule's parent package."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "cglint"
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _imports(tree: ast.AST):
+    for node in ast.iter_child_nodes(tree):
+        if _is_type_checking(node):
+            yield from (n for child in node.orelse for n in [child, *_imports(child)] if isinstance(n, (ast.Import, ast.ImportFrom)))
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _imports(node)
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> the modules of the same package it imports."""
+    modules = _modules(root)
+
+    def owner(dotted: str) -> str | None:  # the longest prefix that is one of the modules
+        while dotted and dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            edges.update(t for t in map(owner, targets) if t is not None and t != name)
+        graph[name] = edges
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        return exc.args[1]
+    return None
+
+
+def test_cglint_imports_have_no_cycle():
+    graph = import_graph(PACKAGE)
+    assert {"cglint.engine", "cglint.notebook", "cglint.fix", "cglint.model.module"} <= graph.keys()
+    assert "cglint.notebook" in graph["cglint.engine"] and "cglint.engine" in graph["cglint.fix"]
+    assert cycle(graph) is None, " -> ".join(cycle(graph))
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_cycle_is_found(tmp_path, deferred):
+    """The check fails on a cycle, whether the import back is at module level or in a function,
+    and ignores one under TYPE_CHECKING."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg import b\n")
+    back = "def f():\n    from . import a\n" if deferred else "import pkg.a\n"
+    (pkg / "b.py").write_text(back)
+    assert sorted(set(cycle(import_graph(pkg)))) == ["pkg.a", "pkg.b"]
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n")
+    assert cycle(import_graph(pkg)) is None
