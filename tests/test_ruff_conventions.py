@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from support import ENV, FIXTURES
+from support import ENV, FIXTURES, read_terminal
 
 HAVE_RUFF = importlib.util.find_spec("ruff") is not None
 ESC = "\x1b["
@@ -55,18 +55,10 @@ def on_terminal(tool: str, *args, cwd) -> str:
                                 stdout=slave, stderr=slave)
     finally:
         os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
+    shown = read_terminal(master)
     proc.wait(timeout=120)
     os.close(master)
-    return b"".join(chunks).decode()
+    return shown.decode()
 
 
 TOOLS = {"ruff": ("r_safe.py", "r_unsafe.py", "F401", "E711"), "cglint": ("c_safe.py", "c_unsafe.py", "CG005", "CG015")}
