@@ -225,7 +225,8 @@ def _run(argv: list[str] | None) -> int:
         return _fail(str(exc))
 
     if args.show_settings:
-        return _show_settings(args.stdin_filename if stdin else next(files.discover(paths), paths[0]), settings, args)
+        first = next(files.discover(paths, settings.is_excluded, settings.force_exclude), paths[0])
+        return _show_settings(args.stdin_filename if stdin else first, settings, args)
     if args.show_files:
         for path in sorted(files.discover(paths, settings.is_excluded, settings.force_exclude)):
             print(path)
@@ -341,7 +342,7 @@ def _unsafe_hint(results, args) -> str:
     if args.unsafe_fixes:
         return ""
     hidden = sum(1 for r in results for d in r.diagnostics if d.is_fixable(True) and not d.is_fixable(False))
-    return f" ({_plural(hidden, 'fix')} available with `--unsafe-fixes`)".replace("fixs", "fixes") if hidden else ""
+    return f" ({hidden} fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`)" if hidden else ""
 
 
 def _show_settings(path: str, settings, args) -> int:
