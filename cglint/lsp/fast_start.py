@@ -74,9 +74,13 @@ def result(params: dict) -> dict:
         "hoverProvider": True,
         "codeActionProvider": {"codeActionKinds": ["quickfix", "source.fixAll.cglint"], "resolveProvider": True},
         "executeCommandProvider": {"commands": []},
-        "diagnosticProvider": {"identifier": "cglint", "interFileDependencies": False, "workspaceDiagnostics": False},
         "workspace": {"workspaceFolders": {"supported": True, "changeNotifications": True}, "fileOperations": {}},
     }
+    workspace = caps.get("workspace") or {}
+    if (caps.get("textDocument") or {}).get("diagnostic") is not None and (
+            (workspace.get("diagnostics") or {}).get("refreshSupport")):  # server.pulls: pull diagnostics
+        server["diagnosticProvider"] = {"identifier": "cglint", "interFileDependencies": False,
+                                        "workspaceDiagnostics": False}
     if caps.get("notebookDocument") is not None:
         server["notebookDocumentSync"] = _NOTEBOOK_SYNC
     return {"capabilities": server, "serverInfo": {"name": "cglint", "version": __version__}}
