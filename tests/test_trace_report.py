@@ -94,6 +94,10 @@ def test_a_symbolic_call_the_process_never_checked_is_skipped_with_the_reason(tm
                                              "covered": False}]), cwd=tmp_path)
     (r,) = runtime
     assert r["verdict"] == "skipped" and "process ended before cglint's exit check" in r["detail"]
+    # ... and what would check it, with the command.
+    assert r["detail"].endswith("; to check it: call it eagerly once in the command (an eager call is checked with "
+                                "its real inputs), or a `# cglint: example x=normal(2, 3)` comment above its def "
+                                "gives `cglint --runtime=all ops.py` its inputs")
     assert not report.failing(runtime)
 
 

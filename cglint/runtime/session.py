@@ -14,7 +14,7 @@ from typing import Callable
 
 from cglint.diagnostics import FileResult
 from cglint.runtime.plan import Planned, plan_file
-from cglint.runtime.report import GradientReport
+from cglint.runtime.report import GradientReport, next_step
 from cglint.runtime.runner import run_module_checks, stop_all
 from cglint.runtime.symptoms import shows
 
@@ -99,6 +99,8 @@ def run_runtime(
             display.stop()
     for (result, _), pairs in outcomes:
         for planned, verdict in pairs:
+            if verdict.get("verdict") == "skipped":  # say what would check it
+                verdict = {**verdict, "detail": next_step(verdict.get("detail") or "", "runtime", result.path)}
             summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
             for diag in planned.diagnostics:
                 if shows(diag.code, verdict):

@@ -135,6 +135,10 @@ def build(functions: list[Function], settings=None, cwd: Path | None = None):
             if result is not None:
                 results[display] = result
         verdict = verdict_of(fn)
+        if verdict.get("verdict") == "skipped":  # say what would check it
+            from cglint.runtime.report import next_step
+
+            verdict = {**verdict, "detail": next_step(verdict.get("detail") or "", "trace", display)}
         line, name = fn.firstlineno, fn.qualname
         site_span = _site_span(result, fn.firstlineno) if result is not None else None
         if site_span is not None:
