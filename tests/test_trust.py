@@ -470,3 +470,41 @@ def test_pool_that_cannot_start_falls_back_and_leaves_no_process(tmp_path):
     assert not left
     assert b"Traceback" not in err and proc.returncode in (0, 1, 2)  # 0: libcst itself may not load in 50 MiB
     assert b"cglint: warning: cannot start 2 worker processes" in err
+
+
+# ---- the language server under hostile clients ---------------------------------------------------
+
+
+def _frame(obj):
+    body = json.dumps(obj).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"processId": None, "rootUri": None, "capabilities": {}}}
+
+
+@pytest.mark.parametrize("junk", [b"Content-Length: 1000000000000\r\n\r\n{}", b"Content-Length: -5\r\n\r\n{}"])
+@pytest.mark.parametrize("first", [True, False])
+def test_language_server_survives_hostile_framing(junk, first):
+    """Reproducer 22: a huge or negative Content-Length is dropped, the server answers on."""
+    messages = [junk, _frame(INITIALIZE)] if first else [_frame(INITIALIZE), junk]
+    messages += [_frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}),
+                 _frame({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}), _frame({"jsonrpc": "2.0", "method": "exit"})]
+    run = subprocess.run([sys.executable, "-m", "cglint", "lsp"], input=b"".join(messages), capture_output=True,
+                         timeout=120, env=ENV)
+    assert b"MemoryError" not in run.stderr and b"Traceback" not in run.stderr, run.stderr[-2000:]
+    replies = [json.loads(part.split(b"\r\n\r\n", 1)[1]) for part in run.stdout.split(b"Content-Length: ")[1:]]
+    ids = {r.get("id") for r in replies}
+    assert 3 in ids or 2 in ids, replies
+
+
+def test_a_uri_that_maps_to_no_path_affects_only_itself():
+    """Reproducer 21: `file:///tmp/%00/odd.py` is a buffer without a path, and the watch of
+    pyproject.toml survives it (no ValueError from stat)."""
+    from cglint.lsp import server
+
+    assert server.fs_path("file:///tmp/%00/odd.py") is None
+    assert server.fs_path("untitled:Untitled-1") is None
+    assert server.fs_path("file:///tmp/ok.py") == "/tmp/ok.py"
+    assert server._config_key("/tmp/\0/odd.py") == ()
