@@ -255,10 +255,10 @@ def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
     when the fix would write over text libcst did not see as it is (`source.splice`)."""
     known = pysource.registered(module)
     analysis = known[1] if known is not None else None
-    base = module.code if known is not None else source
+    statements = _statements(module, source if known is None else None)
+    base = statements.base
     starts = pysource.line_starts(source)
     out = []
-    statements = _StatementCode(module, base, fix)
     for edit in fix.edits:
         new = statements.with_edit(edit)
         if new is None:  # not inside one top-level statement: the whole module, the slow way
@@ -275,20 +275,34 @@ def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
     return sorted(out, key=lambda e: e.start)
 
 
+# The module whose statements were indexed last: JSON and SARIF ask for the edits of every
+# finding of a file in turn, and each must not cost a pass over the whole module (quadratic).
+_LAST_STATEMENTS: list = [None, None]
+
+
+def _statements(module: cst.Module, base: str | None) -> _StatementCode:
+    cached_module, cached = _LAST_STATEMENTS
+    if cached_module is module and (base is None or cached.base == base):
+        return cached
+    statements = _StatementCode(module, base)
+    _LAST_STATEMENTS[:] = [module, statements]
+    return statements
+
+
 class _StatementCode:
     """`module.code` with one edit applied, from the code of the top-level statement the edit
-    is in: a fix with an edit per call site (hundreds, in a long module) costs one pass over
-    the module, not one transform and codegen of the whole module per edit."""
+    is in: the findings of a module (hundreds of call sites, in a long one) cost one pass over
+    it, not one transform and code generation of the whole module per edit. `base` is the
+    module's code (None: libcst's, generated here once)."""
 
-    def __init__(self, module: cst.Module, base: str, fix: Fix) -> None:
-        self.module, self.base = module, base
-        wanted = {id(old) for old, _ in fix.edits}
+    def __init__(self, module: cst.Module, base: str | None) -> None:
+        self.module = module
         self.where: dict[int, int] = {}
         self.spans: list[tuple[int, int]] = []
-        if len(fix.edits) < 2 or not module.body:
-            return
         parts = [module.code_for_node(node) for node in (*module.header, *module.body, *module.footer)]
-        if "".join(parts) != base:  # e.g. no newline at the end of the file
+        code = "".join(parts)
+        self.base = code if base is None else base
+        if code != self.base or not module.body:  # e.g. no newline at the end of the file
             return
         offset = sum(map(len, parts[:len(module.header)]))
         for i, (stmt, part) in enumerate(zip(module.body, parts[len(module.header):])):
@@ -297,8 +311,7 @@ class _StatementCode:
             stack: list[cst.CSTNode] = [stmt]
             while stack:
                 node = stack.pop()
-                if id(node) in wanted:
-                    self.where[id(node)] = i
+                self.where[id(node)] = i
                 stack.extend(node.children)
 
     def with_edit(self, edit: tuple[cst.CSTNode, cst.CSTNode]) -> str | None:

@@ -89,13 +89,24 @@ def mask(source: str) -> tuple[str, frozenset[int]]:
     IPython, a `%` or `!` line is a magic only where a statement starts: not inside brackets
     (`("%s" ...\n     % args)`), a multi-line string or a backslash continuation."""
     skip: set[int] = set()
+    original = lines(source)
     while True:
         code, masked, heads = _mask(source, skip)
         starts = _statement_starts(code) if heads else set()
         wrong = sorted(n for n in heads if n not in starts)
         if not wrong:
             return code, masked
-        skip.add(wrong[0])  # that line continues Python; the lines after it are decided again
+        # That line continues Python; the lines after it are decided again. A head with no
+        # bracket, quote, comment or backslash, given back, cannot end a bracket or a string:
+        # every later line keeps its place, so the wrong heads up to the first other one go in
+        # the same round (one round per line was quadratic: 3,000 lines took 138 s).
+        for n in wrong:
+            skip.add(n)
+            if not _NEUTRAL.fullmatch(original[n - 1].rstrip("\r\n")):
+                break
+
+
+_NEUTRAL = re.compile(r"[^()\[\]{}'\"#\\`$]*")
 
 
 def _mask(source: str, skip: set[int]) -> tuple[str, frozenset[int], list[int]]:

@@ -508,3 +508,36 @@ def test_a_uri_that_maps_to_no_path_affects_only_itself():
     assert server.fs_path("untitled:Untitled-1") is None
     assert server.fs_path("file:///tmp/ok.py") == "/tmp/ok.py"
     assert server._config_key("/tmp/\0/odd.py") == ()
+
+
+# ---- linear cost on hostile inputs (bench/pathological.py times them at 1x and 10x) --------------
+
+
+def test_notebook_magic_masking_is_linear_and_decides_as_before():
+    """Reproducer 12: one round per `%` line inside brackets or a string took 138 s for 3,000."""
+    from cglint import notebook
+
+    src = 'template = r"""\n' + "% a LaTeX comment line\n" * 1500 + '"""\nx = (1\n' + "% 1\n" * 1500 + ")\n"
+    start = time.perf_counter()
+    code, masked = notebook.mask(src)
+    assert time.perf_counter() - start < 5
+    assert code == src and not masked  # every `%` line continues Python: nothing masked
+    # A head that closes the bracket it stands in decides the lines after it again.
+    src = "x = (1\n% 1\n%s)\n%matplotlib inline\n!ls\n"
+    code, masked = notebook.mask(src)
+    assert masked == {4, 5} and code.splitlines()[:3] == ["x = (1", "% 1", "%s)"]
+
+
+def test_json_and_sarif_edits_cost_one_pass_per_module(tmp_path):
+    """Reproducer 13: each fix's text edits re-generated the whole module (200 sites: 78 s)."""
+    site = ('\n@tf.custom_gradient\ndef scale{i}(x, m):\n    def grad(dy):\n        return dy * m, None\n\n'
+            '    return tf.identity(x), grad\n\n\nclass Head{i}(keras.layers.Layer):\n    def call(self, f):\n'
+            '        return scale{i}(f, -0.3)\n')
+    (tmp_path / "sites.py").write_text("import keras\nimport tensorflow as tf\n" + "".join(site.format(i=i) for i in range(200)))
+    for fmt in ("json", "sarif"):
+        start = time.perf_counter()
+        run = cglint("--isolated", "--no-cache", "--output-format", fmt, "sites.py", cwd=tmp_path, timeout=120)
+        assert run.returncode == 1 and time.perf_counter() - start < 40
+    report = json.loads(cglint("--isolated", "--no-cache", "--output-format", "json", "sites.py", cwd=tmp_path).stdout)
+    fixed = [d for d in report["diagnostics"] if d.get("fix")]
+    assert len(fixed) == 200 and all(d["fix"]["edits"] for d in fixed)
