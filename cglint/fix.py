@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from cglint import source as pysource
+from cglint import cstwalk, source as pysource
 from cglint.diagnostics import UNSAFE, Diagnostic, FileResult, Fix
 from cglint.rules import ALL_RULES, Rule
 
@@ -257,7 +257,7 @@ def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
     analysis = known[1] if known is not None else None
     statements = _statements(module, source if known is None else None)
     base = statements.base
-    starts = pysource.line_starts(source)
+    starts = statements.starts(source)
     out = []
     for edit in fix.edits:
         new = statements.with_edit(edit)
@@ -299,6 +299,7 @@ class _StatementCode:
         self.module = module
         self.where: dict[int, int] = {}
         self.spans: list[tuple[int, int]] = []
+        self._starts: tuple[str | None, list[int]] = (None, [])
         parts = [module.code_for_node(node) for node in (*module.header, *module.body, *module.footer)]
         code = "".join(parts)
         self.base = code if base is None else base
@@ -308,11 +309,14 @@ class _StatementCode:
         for i, (stmt, part) in enumerate(zip(module.body, parts[len(module.header):])):
             self.spans.append((offset, offset + len(part)))
             offset += len(part)
-            stack: list[cst.CSTNode] = [stmt]
-            while stack:
-                node = stack.pop()
+            for node in cstwalk.nodes(stmt):
                 self.where[id(node)] = i
-                stack.extend(node.children)
+
+    def starts(self, source: str) -> list[int]:
+        """source.line_starts(source), once per module."""
+        if self._starts[0] is not source:
+            self._starts = (source, pysource.line_starts(source))
+        return self._starts[1]
 
     def with_edit(self, edit: tuple[cst.CSTNode, cst.CSTNode]) -> str | None:
         i = self.where.get(id(edit[0]))
