@@ -540,3 +540,10 @@ def test_json_and_sarif_edits_cost_one_pass_per_module(tmp_path):
     report = json.loads(cglint("--isolated", "--no-cache", "--output-format", "json", "sites.py", cwd=tmp_path).stdout)
     fixed = [d for d in report["diagnostics"] if d.get("fix")]
     assert len(fixed) == 200 and all(d["fix"]["edits"] for d in fixed)
+
+
+def test_colour_output_keeps_its_own_colours_and_escapes_the_code_s(tmp_path):
+    (tmp_path / "op.py").write_text(OP.replace("cos(y)\n", "cos(y)  # \x1b]0;title\x07\x1b[2K\x1b[1A\n"))
+    run = cglint("--no-cache", "--color", "always", "op.py", cwd=tmp_path)
+    assert "\x1b[" in run.stdout  # report.style's colours
+    assert "\\x1b]0;title\\x07\\x1b[2K\\x1b[1A" in run.stdout and "\x1b]" not in run.stdout and "\x1b[2K" not in run.stdout
