@@ -203,6 +203,8 @@ def _parse_libcst(text: str, tree: ast.Module | None) -> tuple[cst.Module | None
         problem = (exc.raw_line, exc.raw_column + 1, f"cannot parse: {exc.message}")
     except RecursionError:
         problem = (1, 1, "cannot parse: nesting too deep")
+    except (ImportError, MemoryError) as exc:  # libcst cannot run here (a memory limit): not the file's fault
+        raise InternalError(f"libcst cannot run in this process: {type(exc).__name__}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - e.g. CSTValidationError on a newer Unicode identifier
         problem = None if not str(exc) else (1, 1, f"cannot parse: {type(exc).__name__}: {exc}")
     if python_accepts and "\t" in text:
