@@ -110,15 +110,20 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         return [expr]
 
     def helper(self, expr: cst.BaseExpression | None, scope: Scope) -> Helper | None:
-        """The module's own function a name (or a call's callee) refers to in `scope`, when the
-        name is bound to exactly one def there: `dtan` in `dtan(y)` -> `def dtan(a): ...`."""
+        """The function a name (or a call's callee) refers to in `scope`, when the name is bound
+        to exactly one def there: `dtan` in `dtan(y)` -> `def dtan(a): ...`, in this module or,
+        imported (`from .derivatives import dtan`), in another module of the project."""
         if not isinstance(expr, cst.Name):
             return None
+        if scope.lookup(expr.value) is None and expr.value in self.project_imports:
+            found = [(owner, v) for owner, v in self.imported(expr.value)
+                     if isinstance(v, cst.FunctionDef) and v in owner.scope_of]
+            return Helper(found[0][1], found[0][0].scope_of[found[0][1]], found[0][0]) if len(found) == 1 else None
         defs = [v for v in self.resolve(expr, scope) if isinstance(v, cst.FunctionDef) and v in self.scope_of]
         if len(defs) != 1:
             return None
         node = defs[0]
-        return Helper(node, self.scope_of[node])
+        return Helper(node, self.scope_of[node], self)
 
     # ---- module-level questions ----------------------------------------------------------
 

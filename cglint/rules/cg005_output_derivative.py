@@ -401,7 +401,7 @@ def _derivative_uses(model: ModuleModel, call: cst.Call, scope: Scope,
         return
     params = helper.params
     for inner in helper.scope.calls:
-        for inner_arg, inner_op in _derivative_uses(model, inner, helper.scope, depth + 1):
+        for inner_arg, inner_op in _derivative_uses(helper.model, inner, helper.scope, depth + 1):
             for pname in _names_in(inner_arg):
                 if pname in params:
                     passed = argument(call, params.index(pname), pname)
@@ -472,7 +472,7 @@ def _op_of(model: ModuleModel, value: object, scope: Scope, depth: int = 0) -> s
         return op if op in DERIVATIVE_FUNCTIONS else None
     helper = model.helper(value.func, scope) if depth < 2 else None
     for returned in helper.returned() if helper is not None else []:
-        inner = _op_of(model, returned, helper.scope, depth + 1)  # type: ignore[union-attr]
+        inner = _op_of(helper.model, returned, helper.scope, depth + 1)  # type: ignore[union-attr]
         if inner is not None:
             return inner
     return None
