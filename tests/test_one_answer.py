@@ -63,6 +63,7 @@ def build_corpus(root: Path) -> Path:
         target.parent.mkdir(exist_ok=True)
         shutil.copyfile(path, target)
     (corpus / "scope_vars.py").write_text(SCOPE_VARS)
+    (corpus / "multiline.py").write_text(MULTILINE)
     (root / "pyproject.toml").write_text("[tool.cglint]\nextend-exclude = []\n")
     return corpus
 
@@ -344,4 +345,21 @@ def op(x):
         return upstream * w, upstream * x, upstream
 
     return y, grad
+'''
+
+# A finding over several lines that ends left of where it starts (SARIF once clamped its end
+# column to the start column, as for a one-line span).
+MULTILINE = '''import numpy as np
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def op(x):
+    def grad(dy):
+        total = tf.constant(0.0) + tf.constant(np.sum(
+            np.array(dy),
+        ))
+        return total
+
+    return x * 2.0, grad
 '''
