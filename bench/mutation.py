@@ -27,7 +27,8 @@ Each custom-gradient function is mutated once per kind that applies to it:
 
 A mutant is found when cglint reports a finding on it that it does not report on the original.
 With `--runtime`, each mutant is also run with TensorFlow (`cglint --runtime=all`): a mutant
-whose gradients still match autodiff is harmless and not counted. The table gives, per kind, the
+whose gradients still match autodiff is harmless and not counted (except for kinds whose harm
+is not in the values: `tf_function_grad` retraces on every call). The table gives, per kind, the
 mutants, those TensorFlow showed harmless, those counted, those found and the recall; and the
 findings on the unmutated code (which should be none).
 """
@@ -184,6 +185,11 @@ def _first_gradient(g) -> cst.BaseExpression | None:
 
 # ---- judging ---------------------------------------------------------------------------------
 
+# Kinds whose harm is not in the gradients' values, which is all the runtime check compares:
+# `tf.function` made inside the forward retraces on every call (12-20x slower in TensorFlow
+# 2.21, CG001), with the same values.
+NOT_IN_VALUES = frozenset({"tf_function_grad"})
+
 def findings(source: str, path: str) -> collections.Counter:
     result = engine.lint_source(source, path)
     return collections.Counter(d.code for d in result.diagnostics)
@@ -248,7 +254,8 @@ def main() -> int:
                     if args.limit and row["mutants"] >= args.limit:
                         continue
                     row["mutants"] += 1
-                    harmless = runtime_harmless(mutated, path.name, work) if args.runtime else None
+                    harmless = (runtime_harmless(mutated, path.name, work)
+                                if args.runtime and kind not in NOT_IN_VALUES else None)
                     if harmless:
                         row["harmless"] += 1
                         outcomes.append({"file": str(path), "site": site.name, "kind": kind, "harmless": True})
