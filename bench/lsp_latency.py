@@ -123,7 +123,10 @@ def capabilities(pull: bool) -> lsp.ClientCapabilities:
             code_action_literal_support=lsp.ClientCodeActionLiteralOptions(
                 lsp.ClientCodeActionKindOptions(value_set=["quickfix", "source"])),
             data_support=True, resolve_support=lsp.ClientCodeActionResolveOptions(properties=["edit"])))
-    return lsp.ClientCapabilities(text_document=text, general=lsp.GeneralClientCapabilities(
+    # A pull client that can be refreshed: cglint lsp pushes to one that cannot.
+    workspace = lsp.WorkspaceClientCapabilities(
+        diagnostics=lsp.DiagnosticWorkspaceClientCapabilities(refresh_support=True)) if pull else None
+    return lsp.ClientCapabilities(text_document=text, workspace=workspace, general=lsp.GeneralClientCapabilities(
         position_encodings=[lsp.PositionEncodingKind.Utf16]))
 
 

@@ -146,6 +146,17 @@ class Baseline:
                 stale[key] = left
         return Outcome(hidden, stale)
 
+    def recorded(self, result: FileResult) -> set[int]:
+        """The ids of `result`'s findings this baseline records (as `filter` would hide them,
+        counting within the file): `--fix` leaves their fixes alone."""
+        budget = Counter(self.counts)
+        out = set()
+        for key, d in keys(result, self.anchor):
+            if budget[key] > 0:
+                budget[key] -= 1
+                out.add(id(d))
+        return out
+
     def pruned(self, stale: Counter[Key]) -> Baseline:
         return Baseline(self.path, self.counts - stale)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import importlib.util
 import os
@@ -44,8 +45,9 @@ def _globs(value: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     from cglint.report import FORMAT_NAMES
+    from cglint.usage import Parser
 
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="cglint",
         description="Lint TensorFlow custom gradients (tf.custom_gradient).",
         epilog="Subcommands: `cglint trace -- COMMAND` checks the custom gradients a command calls "
@@ -84,6 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--output-file", metavar="PATH", help="write the report to PATH (atomically) instead of stdout")
     out.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    out.add_argument("--exit-non-zero-on-fix", action="store_true",
+                     help="with --fix: exit 1 when a file was changed, even if no finding remains")
+    out.add_argument("-q", "--quiet", action="store_true", help="print the findings and nothing else (no summary)")
+    out.add_argument("--color", choices=["auto", "always", "never"], default="auto",
+                     help="colour the text and concise reports (default auto: on a terminal, "
+                          "unless NO_COLOR is set; FORCE_COLOR forces it)")
+    out.add_argument("--show-files", action="store_true", help="list the files that would be checked and exit")
+    out.add_argument("--show-settings", action="store_true",
+                     help="print the settings in effect for the first file and exit")
     base = p.add_argument_group("baseline (adopting cglint on existing code)")
     base.add_argument("--write-baseline", metavar="FILE", help="record every current finding in FILE and exit 0")
     base.add_argument("--baseline", metavar="FILE",
@@ -103,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default: [tool.cglint.runtime] order, else 1)")
     rt.add_argument("--runtime-timeout", type=_positive_seconds, metavar="SECONDS",
                     help="per-module time limit for --runtime (default: [tool.cglint.runtime] timeout, else 120)")
-    p.add_argument("--explain", metavar="CODE", help="print a rule's documentation and exit")
+    p.add_argument("--explain", metavar="RULE", help="print a rule's documentation (by code or name) and exit")
     p.add_argument("--list-rules", action="store_true", help="list every rule: code, name, summary")
     p.add_argument("--version", action="version", version=f"cglint {__version__}")
     return p
@@ -133,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         from cglint.lsp import main as lsp_main
 
         return lsp_main(argv[1:])
+    if argv[:1] == ["check"]:  # ruff's habit: `cglint check .` is `cglint .` (a path named `check` is `./check`)
+        argv = argv[1:]
     if argv[:1] == ["trace"]:  # `cglint trace -- COMMAND`; a path named `trace` is `./trace`
         from cglint.trace.command import main as trace_main
 
@@ -168,12 +181,14 @@ def _run(argv: list[str] | None) -> int:
     from cglint import config, engine, files
 
     if args.explain:
-        from cglint.rules import CODES, OPT_IN, rule as rule_for
+        from cglint.rules import CODES, OPT_IN, rules
 
-        code = args.explain.strip().upper()
-        if code not in CODES and code not in OPT_IN:
-            return _fail(f"unknown rule code: {args.explain!r} (see --list-rules)")
-        sys.stdout.write(rule_for(code).documentation())
+        wanted = args.explain.strip()
+        # by code, or by the name every report shows next to it (`output-derivative`)
+        found = [r for r in rules([*CODES, *OPT_IN]) if wanted.upper() == r.code or wanted.lower() == r.name]
+        if not found:
+            return _fail(f"unknown rule code or name: {args.explain!r} (see --list-rules)")
+        sys.stdout.write(found[0].documentation())
         return EXIT_CLEAN
     if args.list_rules:
         from cglint.rules import RULES_BY_CODE
@@ -190,6 +205,10 @@ def _run(argv: list[str] | None) -> int:
     stdin = paths == ["-"]
     if "-" in paths and not stdin:
         return _fail("'-' (stdin) cannot be combined with other paths")
+    if args.stdin_filename and not stdin:  # as ruff: a stdin filename means the source is on stdin
+        for path in args.paths:
+            _warn(f"ignoring {path} in favour of standard input (--stdin-filename)")
+        stdin = True
     try:
         if args.isolated:
             settings = config.Settings(root=Path.cwd().resolve())
@@ -205,6 +224,13 @@ def _run(argv: list[str] | None) -> int:
     except config.ConfigError as exc:
         return _fail(str(exc))
 
+    if args.show_settings:
+        first = next(files.discover(paths, settings.is_excluded, settings.force_exclude), paths[0])
+        return _show_settings(args.stdin_filename if stdin else first, settings, args)
+    if args.show_files:
+        for path in sorted(files.discover(paths, settings.is_excluded, settings.force_exclude)):
+            print(path)
+        return EXIT_CLEAN
     if stdin:
         if args.runtime:  # the check imports the module by path, and stdin has none
             return _fail("--runtime needs files on disk, not '-' (stdin)")
@@ -214,6 +240,9 @@ def _run(argv: list[str] | None) -> int:
         return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours): "
                      "pip install tensorflow, or tensorflow-cpu")
     fixing = args.fix or args.diff
+    exempt = _recorded_by_baseline(args, settings) if fixing else None
+    if isinstance(exempt, int):
+        return exempt
     results = []
     fixed = 0
     would_change = 0
@@ -249,7 +278,7 @@ def _run(argv: list[str] | None) -> int:
 
                 rules = rule_classes(rules)
             if fixing:
-                outcome = _fix_one(path, rules, args)
+                outcome = _fix_one(path, rules, args, exempt)
                 if outcome.not_written:
                     _fail(f"{path}: {outcome.not_written}")
                     failed_paths += 1
@@ -278,19 +307,62 @@ def _run(argv: list[str] | None) -> int:
                   else f"{result.path}: {warning}")
 
     if args.add_noqa:
-        print(f"Added {_plural(noqa_added, 'noqa directive')}.", file=sys.stderr)
+        _note(args, f"Added {_plural(noqa_added, 'noqa directive')}.")
         return EXIT_ERROR if failed_paths else EXIT_CLEAN
+    listed = False
     if args.show_fixes and fixing:
-        _show_fixes(shown, would=args.diff, to_stdout=not args.diff and args.output_format == "text"
-                    and not args.output_file and not args.statistics)
+        listed = _show_fixes(shown, would=args.diff, to_stdout=not args.diff and args.output_format == "text"
+                             and not args.output_file and not args.statistics)
     if args.diff:
         sys.stdout.write("".join(diffs))
-        print(f"Would fix {_plural(fixed, 'problem')}" + (f" in {_plural(would_change, 'file')}." if fixed else "."),
-              file=sys.stderr)
+        if not fixed:
+            _note(args, "No problems would be fixed" + _unsafe_hint(results, args) + ".")
+        elif not listed:  # --show-fixes has said it, with the count
+            _note(args, f"Would fix {_plural(fixed, 'problem')} in {_plural(would_change, 'file')}"
+                  + _unsafe_hint(results, args) + ".")
         status = EXIT_FINDINGS if would_change and not args.exit_zero else EXIT_CLEAN
     else:
-        status = _report(args, settings, results, fixed)
+        status = _report(args, settings, results, fixed, failed_paths)
+        if args.exit_non_zero_on_fix and would_change and status == EXIT_CLEAN:
+            status = EXIT_FINDINGS
     return EXIT_ERROR if failed_paths else status
+
+
+def _note(args, message: str) -> None:
+    """A line about the run (not a finding) on stderr; -q leaves it out."""
+    if not args.quiet:
+        print(message, file=sys.stderr)
+
+
+def _unsafe_hint(results, args) -> str:
+    """` (N fixes available with `--unsafe-fixes`)` when only unsafe fixes are left."""
+    if args.unsafe_fixes:
+        return ""
+    hidden = sum(1 for r in results for d in r.diagnostics if d.is_fixable(True) and not d.is_fixable(False))
+    return f" ({hidden} fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`)" if hidden else ""
+
+
+def _show_settings(path: str, settings, args) -> int:
+    """--show-settings: what applies to `path` after the configuration and the command line."""
+    def show(value) -> str:
+        if isinstance(value, (tuple, list)):
+            return "[" + ", ".join(f'"{v}"' for v in value) + "]"
+        return "none" if value is None else f'"{value}"' if isinstance(value, (str, Path)) else str(value).lower()
+
+    rows = {
+        "config_file": settings.config_file, "root": settings.root, "select": settings.codes_for(path),
+        "exclude": settings.exclude, "extend_exclude": settings.extend_exclude,
+        "force_exclude": settings.force_exclude, "baseline": None if args.no_baseline else (args.baseline or settings.baseline),
+        "tensorflow_aliases": settings.tensorflow_aliases,
+    }
+    print(f'Resolved settings for: "{path}"\n')
+    for key, value in rows.items():
+        print(f"{key} = {show(value)}")
+    for pattern, codes in sorted(settings.per_file_ignores.items()):
+        print(f'per_file_ignores."{pattern}" = {show(codes)}')
+    for key, value in dataclasses.asdict(settings.runtime).items():
+        print(f"runtime.{key} = {show(value)}")
+    return EXIT_CLEAN
 
 
 def _with_unused_noqa(rules, args):
@@ -302,16 +374,33 @@ def _with_unused_noqa(rules, args):
     return [*rules, UnusedNoqa]
 
 
-def _show_fixes(shown, would: bool, to_stdout: bool) -> None:
+def _show_fixes(shown, would: bool, to_stdout: bool) -> bool:
+    """Print --show-fixes's list; whether there was anything to list."""
     from cglint.report import show_fixes
 
-    (sys.stdout if to_stdout else sys.stderr).write(show_fixes.render(shown, would=would))
+    text = show_fixes.render(shown, would=would)
+    (sys.stdout if to_stdout else sys.stderr).write(text)
+    return bool(text)
 
 
-def _fix_one(path: str, rules, args):
+def _recorded_by_baseline(args, settings):
+    """With --fix/--diff and a baseline: what `fix_source` must leave alone (the findings the
+    report will hide are not rewritten either); an exit status if the baseline is unreadable."""
+    where = None if args.no_baseline or args.write_baseline else (args.baseline or settings.baseline)
+    if where is None:
+        return None
+    from cglint.baseline import Baseline, BaselineError
+
+    try:
+        return Baseline.load(where).recorded
+    except BaselineError as exc:
+        return _fail(str(exc))
+
+
+def _fix_one(path: str, rules, args, exempt=None):
     from cglint import fix
 
-    outcome = fix.fix_file(path, rules, unsafe=args.unsafe_fixes, write=not args.diff)
+    outcome = fix.fix_file(path, rules, unsafe=args.unsafe_fixes, write=not args.diff, exempt=exempt)
     for dropped in outcome.dropped:
         _warn(f"{path}:{dropped.line}: {dropped.code} fix not applied: {dropped.reason}")  # `cell 3:4` in a notebook
     if not outcome.converged:
@@ -396,11 +485,11 @@ def _apply_baseline(args, settings, results) -> int | None:
         else:
             note += (f"; {_plural(outcome.stale_count, 'stale entry').replace('entrys', 'entries')} (fixed or gone: "
                      f"--prune-baseline drops them)")
-    print(note + ".", file=sys.stderr)
+    _note(args, note + ".")
     return None
 
 
-def _report(args, settings, results, fixed: int) -> int:
+def _report(args, settings, results, fixed: int, errors: int = 0) -> int:
     from cglint.report import Context, render, statistics
 
     done = _apply_baseline(args, settings, results)
@@ -420,11 +509,15 @@ def _report(args, settings, results, fixed: int) -> int:
         runtime = run_runtime(results, everything=args.runtime == "all", timeout=timeout,
                               progress=terminal_progress(sites), tolerances=tolerances,
                               memory_limit=settings.runtime.memory_limit)
+    from cglint.report import style
+
+    color = not args.output_file and style.wanted(args.color, sys.stdout)
+    context = Context(root=_sarif_root(settings), fixed=fixed, unsafe_fixes=args.unsafe_fixes, runtime=runtime,
+                      errors=errors, quiet=args.quiet, color=color)
     if args.statistics:
-        text = statistics.render(results, "json" if args.output_format == "json" else "text", args.unsafe_fixes)
+        text = statistics.render(results, "json" if args.output_format == "json" else "text", context)
     else:
-        text = render(args.output_format, results, Context(root=_sarif_root(settings), fixed=fixed,
-                                                          unsafe_fixes=args.unsafe_fixes, runtime=runtime))
+        text = render(args.output_format, results, context)
     if args.output_file:
         from cglint import fix as fixmod
 
@@ -438,8 +531,8 @@ def _report(args, settings, results, fixed: int) -> int:
     else:
         sys.stdout.write(text)
     remaining = sum(len(r.diagnostics) for r in results)
-    if fixed and (args.output_format != "text" or args.statistics or args.output_file):
-        print(f"Fixed {_plural(fixed, 'problem')} ({remaining} remaining).", file=sys.stderr)
+    if fixed and (args.output_format not in ("text", "concise") or args.statistics or args.output_file):
+        _note(args, f"Fixed {_plural(fixed, 'problem')} ({remaining} remaining).")
     failed = False
     if runtime is not None:
         from cglint.runtime.session import FAILING
@@ -480,8 +573,11 @@ def _run_stdin(args, settings) -> int:
         rules = rule_classes(rules)
     try:
         if args.fix or args.diff:
+            exempt = _recorded_by_baseline(args, settings)
+            if isinstance(exempt, int):
+                return exempt
             fixer = fix.fix_notebook_text if nb else fix.fix_source
-            outcome = fixer(source, name, rules, unsafe=args.unsafe_fixes)
+            outcome = fixer(source, name, rules, unsafe=args.unsafe_fixes, exempt=exempt)
             if args.show_fixes:
                 _show_fixes([(name, [(a.code, a.name) for a in outcome.applied])], would=args.diff, to_stdout=False)
             if args.diff:

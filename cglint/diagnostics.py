@@ -86,6 +86,39 @@ class Finding:
     site: GradientSite | None = None
 
 
+TITLE_WIDTH = 88  # a message longer than this is shown as a title line and detail lines
+
+
+def split_message(message: str) -> tuple[str, list[str]]:
+    """A message as a short title and detail clauses, for text output and editors: the title
+    ends at the first `: ` or `; ` outside code, quotes and brackets (what is wrong; the rest
+    says what TensorFlow does and what to do), each further `; ` starts a detail clause.
+    Messages short enough for one line stay whole. JSON and SARIF keep the whole message."""
+    if len(message) <= TITLE_WIDTH:
+        return message, []
+    parts: list[str] = []
+    depth, code, quoted, start = 0, False, False, 0
+    for i, ch in enumerate(message):
+        if ch == "`":
+            code = not code
+        elif code:
+            continue
+        elif ch == '"':
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(depth - 1, 0)
+        elif not depth and message.startswith(("; ", ": "), i) and (ch == ";" or not parts):
+            parts.append(message[start:i])
+            start = i + 2
+    parts.append(message[start:])
+    parts = [p.strip() for p in parts if p.strip()]
+    return parts[0], parts[1:]
+
+
 @dataclass
 class Diagnostic:
     path: str
@@ -106,6 +139,26 @@ class Diagnostic:
         """`path:line:col`, or `nb.ipynb:cell 3:4:9` in a notebook."""
         cell = f"cell {self.cell}:" if self.cell is not None else ""
         return f"{self.path}:{cell}{self.line}:{self.column}"
+
+    @property
+    def title(self) -> str:
+        """The message's first line (`split_message`)."""
+        return self._split()[0]
+
+    @property
+    def details(self) -> list[str]:
+        """The message's detail clauses after the title (`split_message`)."""
+        return self._split()[1]
+
+    @property
+    def editor_message(self) -> str:
+        """The title and each detail clause on its own line (what editors show)."""
+        return "\n".join([self.title, *self.details])
+
+    def _split(self) -> tuple[str, list[str]]:
+        if self.code == "CG000":  # the parser's or reader's own words: `cannot parse: <why>` is one thought
+            return self.message, []
+        return split_message(self.message)
 
     def is_fixable(self, unsafe: bool = False) -> bool:
         """Whether `--fix` (`--unsafe-fixes` with `unsafe`) fixes this finding: `Fix.applies`."""

@@ -20,7 +20,7 @@ import stat
 import tempfile
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -101,13 +101,15 @@ def fix_source(
     rules: Iterable[type[Rule]] = ALL_RULES,
     unsafe: bool = False,
     max_rounds: int = MAX_ROUNDS,
+    exempt: Callable[[FileResult], set[int]] | None = None,
 ) -> FixResult:
     """Apply every applicable fix (safe ones; unsafe ones too with `unsafe`), to a fixpoint.
 
     Each round lints the current source, takes the fixes whose edits do not overlap (later ones
     wait for the next round, when they are recomputed on the new tree), drops any fix whose
     result does not parse or compile, and applies the rest together. The returned
-    `new_source` is such that running again changes nothing (unless `converged` is False)."""
+    `new_source` is such that running again changes nothing (unless `converged` is False).
+    `exempt(result)`: the ids of findings whose fixes are left alone (those a baseline records)."""
     from cglint import engine
 
     rules = list(rules)
@@ -117,7 +119,8 @@ def fix_source(
     result = engine.lint_source(current, path, rules)
     converged = True
     for round_number in range(max_rounds + 1):
-        candidates = [d for d in result.diagnostics if applicable(d, unsafe)]
+        kept = exempt(result) if exempt is not None else set()
+        candidates = [d for d in result.diagnostics if applicable(d, unsafe) and id(d) not in kept]
         if not candidates or result.module is None:
             break
         if round_number == max_rounds:
@@ -354,7 +357,8 @@ def json_edits(source: str, module: cst.Module | None, fix: Fix) -> list[dict]:
 # ---- files ---------------------------------------------------------------------------------
 
 
-def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = False, write: bool = True) -> FixResult:
+def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = False, write: bool = True,
+             exempt: Callable[[FileResult], set[int]] | None = None) -> FixResult:
     """Fix a file in place (atomically), keeping its encoding, BOM, line endings and mode.
     With `write=False` nothing is written (for --diff). Raises files.ReadError when the path
     cannot be read. When the fixes cannot be written (the file is read-only, or changed or
@@ -363,14 +367,14 @@ def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = 
     from cglint import engine, files
 
     if path.endswith(".ipynb"):  # a notebook: fixed as one module, written back cell by cell
-        return _fix_notebook_file(path, rules, unsafe, write)
+        return _fix_notebook_file(path, rules, unsafe, write, exempt)
     rules = list(rules)
     try:
         read = files.read(path)
     except files.UndecodableError:
         result = engine.lint_file(path, rules)
         return FixResult(path, result.source, result.source, [], [], result)
-    fixed = fix_source(read.text, path, rules, unsafe)
+    fixed = fix_source(read.text, path, rules, unsafe, exempt=exempt)
     if write and fixed.changed:
         try:
             write_back(read, fixed.new_source)
@@ -523,7 +527,7 @@ def cell_edits(result: FileResult, edits: list) -> list:
     return out
 
 
-def fix_notebook_text(raw: str, path: str, rules, unsafe: bool = False):
+def fix_notebook_text(raw: str, path: str, rules, unsafe: bool = False, exempt=None):
     """`fix_source` for a notebook's file text: the same rounds of fixes on the
     concatenated module, written back into the changed cells only. Returns a FixResult whose
     `source`/`new_source` are the file's text before and after and whose `result` is the lint
@@ -538,7 +542,7 @@ def fix_notebook_text(raw: str, path: str, rules, unsafe: bool = False):
     nb = before.notebook
     if nb is None or not before.diagnostics:
         return FixResult(path, raw, raw, [], [], before)
-    fixed = fix_source(nb.code, path, rules, unsafe)
+    fixed = fix_source(nb.code, path, rules, unsafe, exempt=exempt)
     if not fixed.changed:
         return FixResult(path, raw, raw, [], _moved(nb, fixed.dropped), before, fixed.converged)
     try:
@@ -561,7 +565,7 @@ def _moved(nb: Notebook, dropped: list) -> list:
     return dropped
 
 
-def _fix_notebook_file(path: str, rules, unsafe: bool = False, write: bool = True):
+def _fix_notebook_file(path: str, rules, unsafe: bool = False, write: bool = True, exempt=None):
     """Fix a notebook in place (atomically); `write=False` for --diff."""
     from cglint import engine, files
 
@@ -571,7 +575,7 @@ def _fix_notebook_file(path: str, rules, unsafe: bool = False, write: bool = Tru
     except files.UndecodableError:
         result = engine.lint_file(path, rules)
         return FixResult(path, "", "", [], [], result)
-    outcome = fix_notebook_text(read.text, path, rules, unsafe)
+    outcome = fix_notebook_text(read.text, path, rules, unsafe, exempt)
     if write and outcome.changed:
         write_back(read, outcome.new_source)  # only if the file is still what was read
     return outcome

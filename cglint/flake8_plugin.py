@@ -2,11 +2,11 @@
 
 `flake8 --select CG` reports what `cglint` reports: the same engine, rules and positions, run
 on the lines flake8 has already read (so stdin and coding cookies work as flake8 handles them;
-the file is not read again). flake8 applies line `# noqa` comments itself, so the engine's
-line filter is off here: a code is neither suppressed twice nor dropped when flake8 runs
-with `--disable-noqa`. cglint's own directives, file-level `# cglint: noqa` and the
-`# cglint: disable=...` blocks, are applied here by the CLI's suppression code
-(`noqa.apply(..., line_noqa=False)`), as flake8 does not know them.
+the file is not read again). Suppressions are read by the CLI's one parser (`noqa.apply`):
+line `# noqa` comments as the CLI reads them (flake8's own reading is case-sensitive on codes
+and would miss `# NOQA: cg005`, which the CLI honours), file-level `# cglint: noqa` and the
+`# cglint: disable=...` blocks, which flake8 does not know. With `flake8 --disable-noqa` the
+line comments are left alone, as flake8 leaves its own.
 
 flake8 hands an `ast` tree over as well; it is unused (cglint works on libcst's tree), but
 asking for it is what makes flake8 treat this as a tree plugin. A file flake8 cannot parse
@@ -29,6 +29,11 @@ class Plugin:
 
     # Configuration per directory, looked up once per flake8 process.
     _settings_by_dir: dict[str, Any] = {}
+    disable_noqa = False  # flake8 --disable-noqa
+
+    @classmethod
+    def parse_options(cls, options: Any) -> None:
+        cls.disable_noqa = bool(getattr(options, "disable_noqa", False))
 
     def __init__(self, tree: ast.AST, lines: list[str], filename: str) -> None:
         self.lines = lines
@@ -39,8 +44,9 @@ class Plugin:
 
         source = "".join(self.lines)
         result = engine.lint_source(source, self.filename, self._rules(), apply_noqa=False)
-        # flake8 knows line `# noqa` comments, not cglint's own directives.
-        kept, _ = noqa.apply(result.diagnostics, source, (), line_noqa=False) if result.diagnostics else ([], [])
+        # The CLI's parser for every directive, so both honour the same spellings.
+        kept, _ = (noqa.apply(result.diagnostics, source, (), line_noqa=not self.disable_noqa)
+                   if result.diagnostics else ([], []))
         for d in kept:
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
 

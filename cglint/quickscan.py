@@ -5,7 +5,8 @@ libcst keeps every byte of the source, which makes it right for fixes and slow t
 custom-gradient site at all (docstrings, `custom_gradient.copy_handle_data`, Keras 3's or JAX's
 custom_gradient), so before libcst `ast` tells whether the module can matter to any rule: a
 use of TensorFlow's custom_gradient (decorator or call), or, for CG013, a TensorFlow module
-with a function that returns `(value, nested_def)`. A module that can matter is analysed
+with a function that returns `(value, nested_def)`, or, for CG017, a TensorFlow module that
+mentions `gradient_override_map`. A module that can matter is analysed
 whole, however it is asked for (so every output format, the cache, the language server and
 flake8 give the same findings).
 """
@@ -65,7 +66,7 @@ def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
             if _qualname(stmt.value.func, imports) in _WRAPPERS:
                 needles.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-    if not sites and not needles:
+    if not sites and not needles and not (imports_tf and "gradient_override_map" in source):  # CG017's call
         return Scan(False, source)
     return Scan(True, source, needles, tree)
 

@@ -28,3 +28,17 @@ def op(x):
 def cglint(*args, cwd=ROOT, stdin=None):
     return subprocess.run([sys.executable, "-m", "cglint", *map(str, args)], capture_output=True, text=True,
                           input=stdin, cwd=cwd, env=ENV)
+
+
+def read_terminal(master: int) -> bytes:
+    """Everything written to a pty's slave, read from its master until the child closes it."""
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks)

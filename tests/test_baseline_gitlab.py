@@ -155,3 +155,23 @@ def test_gitlab_report_is_an_empty_array_when_clean(tmp_path):
     (tmp_path / "ok.py").write_text((FIXTURES / "seed" / "correct.py").read_text())
     run = cglint("--output-format", "gitlab", "ok.py", cwd=tmp_path)
     assert run.returncode == 0 and json.loads(run.stdout) == []
+
+
+def test_fix_leaves_the_baselined_findings_alone(tmp_path):
+    # The baseline records the seed's findings; --fix rewrites only the new op's CG005, and the
+    # seed's CG005 (fixable, safe) stays as written: hidden in the report, untouched in the file.
+    ops = tmp_path / "ops.py"
+    ops.write_text(SEED)
+    assert cglint("--write-baseline", "baseline.json", "ops.py", cwd=tmp_path).returncode == 0
+    ops.write_text(SEED + NEW_OP)
+    run = cglint("--fix", "--baseline", "baseline.json", "ops.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    fixed = ops.read_text()
+    assert fixed.startswith(SEED)  # the recorded findings' code, as it was
+    assert "tf.square(tf.math.cos(y))" not in fixed[len(SEED):]  # the new finding's fix applied
+    # --diff agrees; without the baseline, the seed's CG005 is fixed too.
+    ops.write_text(SEED + NEW_OP)
+    diff = cglint("--diff", "--baseline", "baseline.json", "ops.py", cwd=tmp_path).stdout
+    assert diff.count("\n-    ") == 1, diff
+    assert cglint("--fix", "--no-baseline", "ops.py", cwd=tmp_path).returncode == 1
+    assert not ops.read_text().startswith(SEED)

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from support import BAD, cglint
+from support import BAD, FIXTURES, cglint
 
 
 def test_fixtures_report_every_code_and_exit_1():
@@ -186,3 +186,153 @@ def test_the_command_leaves_fast_with_all_its_output(tmp_path):
     (tmp_path / "ok.py").write_text("x = 1\n")
     run = run_cglint(tmp_path / "ok.py")  # a short report: all of it still in the buffer
     assert run.returncode == 0 and run.stdout.startswith("All checks passed")
+
+
+# ---- what a ruff user expects (tests/test_ruff_conventions.py runs ruff beside these) --------
+
+
+def test_unknown_option_is_a_short_error_with_a_tip():
+    run = cglint("--statistcs", "fixtures/seed/correct.py")
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.splitlines() == ["cglint: error: unrecognized arguments: --statistcs", "",
+                                       "  tip: a similar option exists: '--statistics'", "",
+                                       "For more information, try 'cglint --help'."]
+    run = cglint("--frobnicate")
+    assert run.returncode == 2 and "tip: to pass '--frobnicate' as a path, use '-- --frobnicate'" in run.stderr
+    assert "usage:" not in run.stderr
+    run = cglint("trace", "--calss", "2", "--", "true")
+    assert run.returncode == 2 and "tip: a similar option exists: '--calls'" in run.stderr
+
+
+def test_check_is_accepted_as_in_ruff(tmp_path):
+    (tmp_path / "m.py").write_text(BAD)
+    run = cglint("check", "--output-format", "concise", "-q", ".", cwd=tmp_path)
+    assert run.returncode == 1 and run.stderr == ""
+    assert [line.split(": ")[0] for line in run.stdout.splitlines()] == ["m.py:8:9", "m.py:9:31"]
+    (tmp_path / "check").mkdir()  # a directory named `check` is `./check`
+    (tmp_path / "check" / "c.py").write_text(BAD)
+    assert "check/c.py:8:9" in cglint("./check", cwd=tmp_path).stdout
+
+
+def test_stdin_filename_without_dash_reads_stdin(tmp_path):
+    (tmp_path / "other.py").write_text(BAD.replace("ops", "other"))
+    run = cglint("--stdin-filename", "pkg/ops.py", cwd=tmp_path, stdin=BAD)
+    assert run.returncode == 1 and run.stdout.startswith("pkg/ops.py:8:9: CG004")
+    assert "other.py" not in run.stdout
+    run = cglint("--stdin-filename", "pkg/ops.py", "other.py", cwd=tmp_path, stdin="x = 1\n")
+    assert run.returncode == 0 and "All checks passed" in run.stdout
+    assert "ignoring other.py in favour of standard input" in run.stderr
+
+
+def test_a_missing_path_never_comes_with_all_checks_passed(tmp_path):
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    run = cglint("nope.py", "ok.py", cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr == "cglint: error: nope.py: no such file or directory\n"
+    assert "All checks passed" not in run.stdout
+    assert run.stdout == ("No problems found in the 1 file checked; 1 path could not be checked "
+                          "(see the errors above).\n")
+    (tmp_path / "bad.py").write_text(BAD)
+    run = cglint("--output-format", "concise", "nope.py", "bad.py", cwd=tmp_path)
+    assert run.returncode == 2 and run.stdout.splitlines()[-1] == "1 path could not be checked (see the errors above)."
+
+
+CG015 = (FIXTURES / "rules" / "cg015_bad.py").read_text()
+
+
+def test_findings_show_a_short_title_detail_lines_and_the_fix():
+    run = cglint("--isolated", "fixtures/rules/cg015_bad.py")
+    lines = run.stdout.splitlines()
+    assert lines[0] == ("fixtures/rules/cg015_bad.py:14:29: CG015 a Python number passed positionally to the "
+                        "custom-gradient function `ste_sign` (parameter `clip_value`)")
+    assert lines[1].startswith("  14 |") and lines[2].strip() == "^"
+    assert lines[3].startswith("  TensorFlow converts every positional argument to a tensor")
+    assert all(len(line) <= 92 for line in lines[3:])  # CG015's 500 characters, wrapped
+    assert "  close over it instead (the forward takes only tensors)" in lines
+    assert "help: Close over `clip_value`: the custom-gradient function takes only tensors" in lines
+    assert "note: this is an unsafe fix (review it): apply it with `--fix --unsafe-fixes`" in lines
+    # Every word of the message is still there, in order.
+    message = json.loads(cglint("--isolated", "--output-format", "json", "fixtures/rules/cg015_bad.py").stdout)[
+        "diagnostics"][0]["message"]
+    shown = " ".join(" ".join(lines[:1] + lines[3:lines.index("help: Close over `clip_value`: the custom-gradient "
+                                                                "function takes only tensors")]).split())
+    assert shown.replace(";", "").replace(":", "").split() == [
+        *"fixtures/rules/cg015_bad.py1429 CG015".split(), *message.replace(";", "").replace(":", "").split()]
+    # A safe fix: `[*]` and its help line, no note.
+    run = cglint("--isolated", "fixtures/rules/cg005_bad.py")
+    assert " CG005 [*] " in run.stdout.splitlines()[0]
+    assert "help: Evaluate the derivative at `x`, the input of `softplus`" in run.stdout and "note:" not in run.stdout
+
+
+def test_colour_on_a_terminal_or_when_asked_plain_in_pipes(tmp_path):
+    from support import ENV
+
+    esc = "\x1b["
+    assert esc not in cglint("fixtures/rules/cg005_bad.py").stdout  # a pipe
+    assert esc in cglint("--color", "always", "fixtures/rules/cg005_bad.py").stdout
+    assert esc in cglint("--color=always", "--output-format", "concise", "fixtures/rules/cg005_bad.py").stdout
+
+    def env_run(**env):
+        return subprocess.run([sys.executable, "-m", "cglint", "fixtures/rules/cg005_bad.py"], capture_output=True,
+                              text=True, env={**ENV, "NO_COLOR": "", "FORCE_COLOR": "", **env}).stdout
+
+    assert esc in env_run(FORCE_COLOR="1")
+    assert esc not in env_run(FORCE_COLOR="1", NO_COLOR="1")
+    out = tmp_path / "report.txt"  # a file named by --output-file stays plain
+    cglint("--color", "auto", "--output-file", out, "fixtures/rules/cg005_bad.py")
+    assert esc not in out.read_text()
+    run = cglint("--color", "never", "fixtures/rules/cg005_bad.py")
+    assert esc not in run.stdout and run.returncode == 1
+
+
+def test_quiet_prints_the_findings_only(tmp_path):
+    (tmp_path / "m.py").write_text(BAD)
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    loud, quiet = cglint("m.py", cwd=tmp_path), cglint("-q", "m.py", cwd=tmp_path)
+    assert quiet.returncode == 1 and quiet.stdout == loud.stdout.split("Found 2 problems")[0]
+    assert cglint("--quiet", "ok.py", cwd=tmp_path).stdout == ""
+    run = cglint("-q", "--fix", "--output-format", "json", "m.py", cwd=tmp_path)
+    assert run.stderr == ""  # no "Fixed 1 problem" note
+
+
+def test_diff_summaries(tmp_path):
+    (tmp_path / "q.py").write_text(CG015)
+    run = cglint("--diff", "q.py", cwd=tmp_path)
+    assert run.returncode == 0 and run.stdout == ""
+    assert run.stderr == "No problems would be fixed (1 fix available with `--unsafe-fixes`).\n"
+    assert "+    return _ste_sign(x)" in cglint("--diff", "--unsafe-fixes", "q.py", cwd=tmp_path).stdout
+    (tmp_path / "m.py").write_text(BAD)
+    run = cglint("--diff", "m.py", cwd=tmp_path)
+    assert run.stderr == "Would fix 1 problem in 1 file (1 fix available with `--unsafe-fixes`).\n"
+    run = cglint("--diff", "--show-fixes", "m.py", cwd=tmp_path)
+    assert run.stderr.count("Would fix") == 1, run.stderr  # the list says it once
+    assert run.stderr.startswith("Would fix 1 problem:\n- m.py:\n")
+
+
+def test_show_files_show_settings_and_exit_non_zero_on_fix(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.cglint]\nignore = ["CG004"]\nextend-exclude = ["gen/"]\n')
+    (tmp_path / "gen").mkdir()
+    (tmp_path / "gen" / "g.py").write_text(BAD)
+    (tmp_path / "m.py").write_text(BAD)
+    (tmp_path / "notes.txt").write_text("")
+    run = cglint("--show-files", cwd=tmp_path)
+    assert run.returncode == 0 and run.stdout == "m.py\n"
+    run = cglint("--show-settings", "m.py", cwd=tmp_path)
+    assert run.returncode == 0
+    assert run.stdout.startswith('Resolved settings for: "m.py"\n')
+    assert f'config_file = "{tmp_path / "pyproject.toml"}"' in run.stdout.splitlines()
+    selected = next(line for line in run.stdout.splitlines() if line.startswith("select = "))
+    assert '"CG005"' in selected and '"CG004"' not in selected
+    assert 'extend_exclude = ["gen/"]' in run.stdout.splitlines()
+    run = cglint("--fix", "--exit-non-zero-on-fix", "--select", "CG005", "m.py", cwd=tmp_path)
+    assert run.returncode == 1 and "(1 fixed, 0 remaining)" in run.stdout
+    run = cglint("--fix", "--exit-non-zero-on-fix", "--select", "CG005", "m.py", cwd=tmp_path)
+    assert run.returncode == 0  # nothing left to change
+
+
+def test_explain_by_code_or_name():
+    by_name = cglint("--explain", "output-derivative")
+    assert by_name.returncode == 0 and by_name.stdout == cglint("--explain", "CG005").stdout
+    assert cglint("--explain", "unused-noqa").stdout.startswith("# unused-noqa (CG100)")
+    run = cglint("--explain", "output-derivatives")
+    assert run.returncode == 2 and "unknown rule code or name: 'output-derivatives'" in run.stderr

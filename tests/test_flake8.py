@@ -132,18 +132,22 @@ def test_local_plugin_configuration(tmp_path):
     assert flake8_findings(run.stdout) == cglint_findings("fixtures/seed/")
 
 
-def test_noqa_is_applied_by_flake8_once(entry_point_env, tmp_path):
+def test_noqa_spellings_mean_the_same_to_flake8_and_the_cli(entry_point_env, tmp_path):
     (tmp_path / "plain.py").write_text(BAD.format(comment=""))
     (tmp_path / "other_code.py").write_text(BAD.format(comment="  # noqa: E501"))
     (tmp_path / "suppressed.py").write_text(BAD.format(comment="  # noqa: CG005"))
     (tmp_path / "bare.py").write_text(BAD.format(comment="  # noqa"))
+    # flake8 alone compares codes case-sensitively; the plugin reads these as the CLI does.
+    (tmp_path / "upper.py").write_text(BAD.format(comment="  # NOQA: cg005"))
+    (tmp_path / "spaced.py").write_text(BAD.format(comment="  #noqa:CG001,cg005"))
     run = flake8("--select", "CG", ".", env=entry_point_env, cwd=tmp_path)
-    assert {(Path(p).name, line, code) for p, line, code in flake8_findings(run.stdout)} == {
-        ("plain.py", 9, "CG005"), ("other_code.py", 9, "CG005")}
-    # Not suppressed a second time by the plugin: with flake8's noqa off, every finding shows.
+    found = {(Path(p).name, line, code) for p, line, code in flake8_findings(run.stdout)}
+    assert found == {("plain.py", 9, "CG005"), ("other_code.py", 9, "CG005")}
+    assert {(Path(p).name, line, code) for p, line, code in cglint_findings(str(tmp_path))} == found
+    # With flake8's noqa off, every finding shows: the plugin leaves line comments alone too.
     run = flake8("--select", "CG", "--disable-noqa", ".", env=entry_point_env, cwd=tmp_path)
     assert {Path(p).name for p, _, _ in flake8_findings(run.stdout)} == {
-        "plain.py", "other_code.py", "suppressed.py", "bare.py"}
+        "plain.py", "other_code.py", "suppressed.py", "bare.py", "upper.py", "spaced.py"}
 
 
 def test_file_level_cglint_noqa_is_applied_by_the_plugin(entry_point_env, tmp_path):

@@ -1,6 +1,8 @@
 """The language server, driven by a real LSP client (pytest-lsp's, over stdio) against
 `python -m cglint lsp` in a child process, with the capabilities real editors send:
-VS Code 1.65 (push diagnostics, UTF-16 columns) and Neovim 0.11 (pull diagnostics, UTF-8)."""
+VS Code 1.65 (push diagnostics, UTF-16 columns) and Neovim 0.11 with diagnostic refresh (pull
+diagnostics, UTF-8; plain Neovim 0.11 cannot be refreshed and is pushed to, see
+test_neovim_0_11_without_refresh_is_pushed_to_and_sees_pyproject_edits)."""
 
 from __future__ import annotations
 
@@ -18,13 +20,25 @@ from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from pygls.protocol import default_converter
 
+from cglint.diagnostics import split_message
 from cglint.lsp import text as txt
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "fixtures" / "seed" / "original.py"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
-VSCODE, NEOVIM = "visual-studio-code@1.65.2", "neovim@0.11.0"
+VSCODE, NEOVIM = "visual-studio-code@1.65.2", "neovim@0.11.0+refresh"
+
+
+def capabilities(flavor: str) -> lsp.ClientCapabilities:
+    """pytest-lsp's record of the editor; `+refresh`: the same editor able to be asked to pull
+    again (`workspace.diagnostics.refreshSupport`, as Neovim after 0.11 and VS Code's pull
+    clients), which is what makes the server use pull diagnostics."""
+    name, refresh, _ = flavor.partition("+refresh")
+    caps = client_capabilities(name)
+    if refresh:
+        caps.workspace.diagnostics = lsp.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
+    return caps
 
 BAD = """import tensorflow as tf
 
@@ -138,7 +152,7 @@ async def start(flavor: str, cache: Path) -> tuple[LanguageClient, list, str]:
 
     await client.start_io(sys.executable, "-m", "cglint", "lsp", env={**ENV, "XDG_CACHE_HOME": str(cache)})
     result = await client.initialize_session(lsp.InitializeParams(
-        capabilities=client_capabilities(flavor), root_uri=ROOT.as_uri(),
+        capabilities=capabilities(flavor), root_uri=ROOT.as_uri(),
         workspace_folders=[lsp.WorkspaceFolder(uri=ROOT.as_uri(), name="cglint")]))
     return client, published, str(result.capabilities.position_encoding.value if hasattr(
         result.capabilities.position_encoding, "value") else result.capabilities.position_encoding or txt.UTF16)
@@ -210,8 +224,12 @@ async def test_seed_diagnostics_match_the_cli(editor):
     assert {d.code: d.severity for d in diags} == {d["code"]: severities[d["severity"]] for d in cli}
     # `yp = 1.0 / tf.square(tf.math.cos(y))` on line 23: the `tf.math.cos(y)` call
     assert by_code["CG005"].range == lsp.Range(lsp.Position(22, 29), lsp.Position(22, 43))
+    messages = {d["code"]: d["message"] for d in cli}
     for d in diags:
         assert d.source == "cglint"
+        # The message's title alone on the first line, each detail clause on its own line.
+        title, details = split_message(messages[d.code])
+        assert d.message.split("\n") == [title, *details] and len(title) < 120
         doc = Path(lsp_path(d.code_description.href))
         assert doc.read_text() == cli_explain(d.code)
     if editor.pull:  # a client that pulls must not also get pushed diagnostics

@@ -1,9 +1,10 @@
-"""The editor as a Neovim 0.11 user meets it: pull diagnostics, code actions asked for with the
+"""The editor as a Neovim user meets it: pull diagnostics, code actions asked for with the
 cursor anywhere on a line (`context.diagnostics` holds the line's diagnostics), requests
 cancelled with `$/cancelRequest` when a newer one supersedes them, an edited pyproject.toml,
 and syntax errors where Python reports them. The client sends Neovim 0.11's capabilities
-(pytest-lsp's record of them: pull diagnostics without refresh support, no file watching on
-Linux); one test adds what VS Code-style clients offer (refresh, watched-file registration)."""
+(pytest-lsp's record of them: no file watching on Linux) with diagnostic refresh, which pull
+mode needs (Neovim after 0.11 has it); plain Neovim 0.11, which pulls but cannot be refreshed,
+is pushed to (its own test). One test adds watched-file registration as VS Code offers it."""
 
 from __future__ import annotations
 
@@ -53,15 +54,21 @@ async def start(capabilities: lsp.ClientCapabilities, root: Path):
         client.registrations.extend(params.registrations)
 
     await client.start_io(sys.executable, "-m", "cglint", "lsp", *EXTRA, env={**ENV, "XDG_CACHE_HOME": str(root / ".cache")})
-    await client.initialize_session(lsp.InitializeParams(capabilities=capabilities, root_uri=root.as_uri(),
-                                                         workspace_folders=[lsp.WorkspaceFolder(root.as_uri(), "p")]))
+    client.init_result = await client.initialize_session(lsp.InitializeParams(
+        capabilities=capabilities, root_uri=root.as_uri(), workspace_folders=[lsp.WorkspaceFolder(root.as_uri(), "p")]))
     return client
+
+
+def with_refresh(caps: lsp.ClientCapabilities) -> lsp.ClientCapabilities:
+    caps = copy.deepcopy(caps)
+    caps.workspace.diagnostics = lsp.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
+    return caps
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def neovim(tmp_path_factory):
     root = tmp_path_factory.mktemp("project")
-    client = await start(client_capabilities(NEOVIM), root)
+    client = await start(with_refresh(client_capabilities(NEOVIM)), root)
     client.root = root
     yield client
     await client.shutdown_session()
@@ -142,27 +149,35 @@ async def test_superseded_work_stops(neovim):
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_pull_client_without_refresh_gets_pyproject_changes_pushed(neovim, tmp_path):
+async def test_neovim_0_11_is_pushed_to_and_a_pyproject_edit_clears_the_finding(tmp_path):
+    # Neovim 0.11 pulls but has no refresh: offered pull diagnostics, it would keep a pulled
+    # finding the configuration no longer selects until the user types (pushed diagnostics
+    # go to another namespace). So it is offered no diagnosticProvider and gets everything
+    # pushed, and a pyproject.toml edit reaches it without a buffer edit.
     (tmp_path / "pyproject.toml").write_text("[tool.cglint]\n")
-    uri = open_doc(neovim, BAD, tmp_path)
-    assert [d.code for d in (await pull(neovim, uri)).items] == ["CG005"]
-    neovim.diagnostics.pop(uri, None)
-    (tmp_path / "pyproject.toml").write_text('[tool.cglint]\nignore = ["CG005"]\n')
+    client = await start(client_capabilities(NEOVIM), tmp_path)
+    try:
+        assert client.init_result.capabilities.diagnostic_provider is None
 
-    async def pushed():
-        while neovim.diagnostics.get(uri) is None:
-            await asyncio.sleep(0.05)
-        return neovim.diagnostics[uri]
+        async def pushed(uri, wanted):
+            while [d.code for d in client.diagnostics.get(uri, ())] != wanted:
+                await asyncio.sleep(0.05)
 
-    # No edit of the buffer: the server noticed the file (Neovim 0.11 on Linux cannot watch it).
-    assert list(await asyncio.wait_for(pushed(), 15)) == []
-    assert list((await pull(neovim, uri)).items) == []
+        uri = open_doc(client, BAD, tmp_path)
+        await asyncio.wait_for(pushed(uri, ["CG005"]), 30)
+        (tmp_path / "pyproject.toml").write_text('[tool.cglint]\nignore = ["CG005"]\n')
+        # No edit of the buffer: the server noticed the file (Neovim 0.11 on Linux cannot watch it).
+        await asyncio.wait_for(pushed(uri, []), 15)
+        (tmp_path / "pyproject.toml").write_text("[tool.cglint]\n")
+        await asyncio.wait_for(pushed(uri, ["CG005"]), 15)
+    finally:
+        await client.shutdown_session()
+        await client.stop()
 
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_pull_client_with_refresh_and_watchers(tmp_path):
-    caps = copy.deepcopy(client_capabilities(NEOVIM))
-    caps.workspace.diagnostics = lsp.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
+    caps = with_refresh(client_capabilities(NEOVIM))
     caps.workspace.did_change_watched_files = lsp.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True)
     client = await start(caps, tmp_path)
     try:

@@ -38,8 +38,9 @@ async def start(pull: bool, cache: Path):
     caps = client_capabilities("visual-studio-code@1.65.2")
     caps.notebook_document = lsp.NotebookDocumentClientCapabilities(
         synchronization=lsp.NotebookDocumentSyncClientCapabilities(execution_summary_support=True))
-    if pull:
+    if pull:  # a pull client that can be refreshed (the server pushes to one that cannot)
         caps.text_document.diagnostic = lsp.DiagnosticClientCapabilities(related_document_support=False)
+        caps.workspace.diagnostics = lsp.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
     await client.start_io(sys.executable, "-m", "cglint", "lsp", env={**ENV, "XDG_CACHE_HOME": str(cache)})
     result = await client.initialize_session(lsp.InitializeParams(capabilities=caps, root_uri=ROOT.as_uri()))
     return client, published, result.capabilities

@@ -1,5 +1,5 @@
 """The language server under 2,000 random incremental edits (issue 14): a real LSP client
-(pytest-lsp) against `python -m cglint lsp`, with Neovim 0.11's capabilities (pull diagnostics)
+(pytest-lsp) against `python -m cglint lsp`, with Neovim 0.11's capabilities plus diagnostic refresh (pull diagnostics)
 and UTF-16 positions, where surrogate pairs are two code units.
 
 The edits are what a careless or buggy client sends: random ranges, positions past the end of a
@@ -144,6 +144,8 @@ async def client(tmp_path):
     await client.start_io(sys.executable, "-m", "cglint", "lsp", env={**ENV, "XDG_CACHE_HOME": str(tmp_path)})
     capabilities = client_capabilities("neovim@0.11.0")
     capabilities.general.position_encodings = [lsp.PositionEncodingKind.Utf16]
+    # Pull mode is for clients that can be refreshed (Neovim after 0.11).
+    capabilities.workspace.diagnostics = lsp.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
     await client.initialize_session(lsp.InitializeParams(capabilities=capabilities, root_uri=tmp_path.as_uri()))
     yield client
     await client.shutdown_session()
@@ -157,7 +159,7 @@ def expected(text: str, path: str) -> list[tuple]:
     for d in engine.lint_source(text, path).diagnostics:
         a = index.from_cglint(d.line, d.column, txt.UTF16)
         b = index.from_cglint(d.end_line, d.end_column, txt.UTF16)
-        out.append((d.code, a.line, a.character, b.line, b.character, d.message))
+        out.append((d.code, a.line, a.character, b.line, b.character, d.editor_message))
     return sorted(out)
 
 

@@ -198,7 +198,7 @@ def test_notebooks_that_are_not_python_or_not_notebooks(tmp_path):
                               '"source": "custom_gradient"}]}'}
     for name, text in cases.items():
         (tmp_path / name).write_text(text)
-    run = cli("--output-format", "concise", ".", cwd=tmp_path)
+    run = cli("--output-format", "concise", "-q", ".", cwd=tmp_path)
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
     lines = sorted(run.stdout.splitlines())
     assert lines[0].startswith("bad.ipynb:1:1: CG000 cannot read notebook: not valid JSON")
@@ -286,7 +286,7 @@ def test_baseline_keys_cell_lines_and_gitlab_points_at_the_file(tmp_path):
     nb.cells.insert(3, nbformat.v4.new_code_cell("scale = 2.0", id="scale"))
     nb.cells.append(nbformat.v4.new_code_cell(OP.replace("def op", "def op2"), id="op2"))
     nbformat.write(nb, work)
-    run = cli("--baseline", "baseline.json", "--output-format", "concise", "nb.ipynb", cwd=tmp_path)
+    run = cli("--baseline", "baseline.json", "--output-format", "concise", "-q", "nb.ipynb", cwd=tmp_path)
     assert [line.split(" ")[:3] for line in run.stdout.splitlines()] == [
         ["nb.ipynb:cell", "7:4:9:", "CG004"], ["nb.ipynb:cell", "7:5:31:", "CG005"]], run.stdout
     issues = json.loads(cli("--output-format", "gitlab", "nb.ipynb", cwd=tmp_path).stdout)

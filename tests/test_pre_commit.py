@@ -96,3 +96,71 @@ def test_pre_commit_hooks_fail_then_fix(tmp_path, head):
     again = pre_commit()
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.count("Passed") == 2
+
+
+README = (ROOT / "README.md").read_text()
+PLACEHOLDER = "https://example.invalid/cglint"  # the README's stand-in for this repository's URL
+
+
+def _readme_snippet() -> str:
+    """The `.pre-commit-config.yaml` the README's "pre-commit" section shows, as written."""
+    import re
+
+    found = re.search(r"^### pre-commit\n\n```yaml\n(.*?)^```", README, re.S | re.M)
+    assert found, "the README has no pre-commit snippet"
+    return found.group(1)
+
+
+def test_the_readme_recipe_as_written_fails_a_bad_commit_and_the_fix_hook_repairs_it(tmp_path, head):
+    import re
+
+    import cglint
+
+    snippet = _readme_snippet()
+    rev = re.search(r"^\s*rev:\s*(\S+)", snippet, re.M).group(1)
+    assert rev == f"v{cglint.__version__}", "the README's rev names this version's release tag"
+    # A clone of this repository stands where its URL would be; the release tag is there, or
+    # (a checkout whose tag is not created yet) is made in the clone at the checkout's commit.
+    hooks_repo = tmp_path / "cglint"
+    _git("clone", "-q", "--no-local", str(ROOT), str(hooks_repo), cwd=tmp_path)
+    if not _git("tag", "-l", rev, cwd=hooks_repo):
+        _git("-c", "user.name=t", "-c", "user.email=t@t", "tag", "-a", rev, "-m", f"cglint {rev}", head,
+             cwd=hooks_repo)
+    assert snippet.count(PLACEHOLDER) == 1
+    config = snippet.replace(PLACEHOLDER, str(hooks_repo))
+
+    project = tmp_path / "project"
+    project.mkdir()
+    _git("init", "-q", cwd=project)
+    (project / ".pre-commit-config.yaml").write_text(config)
+    (project / "ops.py").write_text(BAD)
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "PRE_COMMIT_COLOR": "never",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env.pop("PYTHONPATH", None)
+
+    def sh(*args):  # (git commit shows its hooks' output on stderr)
+        run = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True, timeout=900)
+        return run.returncode, run.stdout + run.stderr
+
+    assert sh(sys.executable, "-m", "pre_commit", "install")[0] == 0
+    sh("git", "add", "-A")
+    status, out = sh("git", "commit", "-m", "ops")
+    assert status != 0, out  # the check hook fails the commit
+    assert "ops.py:9:" in out and "CG005" in out, out
+    assert (project / "ops.py").read_text() == BAD
+
+    # The README's alternative: the fix hook instead of the check.
+    fix_line = re.search(r"^(\s*)# (- id: cglint-fix)", config, re.M)
+    assert fix_line, "the README offers the cglint-fix hook"
+    config = re.sub(r"^\s*- id: cglint\b(?!-).*\n", "", config, flags=re.M)
+    config = config.replace(fix_line.group(0), fix_line.group(1) + fix_line.group(2))
+    (project / ".pre-commit-config.yaml").write_text(config)
+    sh("git", "add", "-A")
+    status, out = sh("git", "commit", "-m", "ops")
+    assert status != 0 and "files were modified by this hook" in out, out
+    fixed = (project / "ops.py").read_text()
+    assert "tf.math.cos(x)" in fixed and "tf.math.cos(y)" not in fixed
+    sh("git", "add", "-A")
+    status, out = sh("git", "commit", "-m", "ops")
+    assert status == 0 and "Passed" in out, out
+    assert sh("git", "log", "--oneline")[1].count("\n") == 1

@@ -94,17 +94,31 @@ def test_junit_one_testcase_per_file_failures_per_finding(repo):
 def test_concise(repo):
     run = cglint("--output-format", "concise", ".", cwd=repo)
     lines = run.stdout.splitlines()
-    assert [line.split(": ")[0] for line in lines] == ["pkg dir/ops.py:8:9", "pkg dir/ops.py:9:31"]
-    assert lines[1].startswith("pkg dir/ops.py:9:31: CG005 `cos(...)` applied to `y`")
+    # One line a finding (`[*]` when --fix fixes it; the message's title), then ruff's summary.
+    assert [line.split(": ")[0] for line in lines[:2]] == ["pkg dir/ops.py:8:9", "pkg dir/ops.py:9:31"]
+    assert lines[1] == ("pkg dir/ops.py:9:31: CG005 [*] `cos(...)` applied to `y` evaluates the derivative "
+                        "of `tan` at its output `y`")
+    assert lines[2:] == ["Found 2 problems in 1 file.", "[*] 1 fixable with the `--fix` option "
+                         "(1 hidden fix can be enabled with the `--unsafe-fixes` option)."]
+    assert cglint("--output-format", "concise", "-q", ".", cwd=repo).stdout.splitlines() == lines[:2]
+    assert cglint("--output-format", "concise", "clean.py", cwd=repo).stdout == "All checks passed (1 file checked).\n"
 
 
 def test_statistics(repo):
     (repo / "more.py").write_text(BAD.replace("def grad(dy):", "def grad(dy, variables=None):"))
     run = cglint("--statistics", ".", cwd=repo)
-    assert run.stdout == "2\tCG005\t[*] output-derivative\n1\tCG004\t[ ] missing-variables-parameter\n"
+    assert run.stdout.splitlines() == [
+        "2\tCG005\t[*] output-derivative", "1\tCG004\t[ ] missing-variables-parameter",
+        "Found 3 problems in 2 files.",
+        "[*] 2 fixable with the `--fix` option (1 hidden fix can be enabled with the `--unsafe-fixes` option)."]
     assert run.returncode == 1
+    assert cglint("--statistics", "-q", ".", cwd=repo).stdout.splitlines() == run.stdout.splitlines()[:2]
     rows = json.loads(cglint("--statistics", "--output-format", "json", ".", cwd=repo).stdout)
-    assert rows[0] == {"code": "CG005", "name": "output-derivative", "count": 2, "fixable": True}
+    assert rows[0] == {"code": "CG005", "name": "output-derivative", "count": 2, "fixable": True, "fixable_count": 2}
+    assert rows[1]["fixable_count"] == 0
+    rows = json.loads(cglint("--statistics", "--unsafe-fixes", "--output-format", "json", ".", cwd=repo).stdout)
+    assert rows[1] == {"code": "CG004", "name": "missing-variables-parameter", "count": 1, "fixable": True,
+                       "fixable_count": 1}
 
 
 def test_output_file_and_exit_zero(repo):

@@ -8,6 +8,8 @@ from pathlib import Path
 from cglint.engine import lint_source
 from cglint.runtime.plan import plan_file
 
+ROOT = Path(__file__).resolve().parents[1]
+
 MODULE = '''import tensorflow as tf
 
 w = tf.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
@@ -83,3 +85,65 @@ def test_planning_does_not_import_tensorflow():
     run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert run.returncode == 0, run.stderr
+
+
+def test_spec_language_dicts_and_boolean_masks():
+    from cglint.runtime.spec import parse_spec, roles
+
+    (d,) = parse_spec("features={'a': normal(2, 3), 'b': uniform(3, low=0.5, high=1.5)}")
+    assert d.kind == "dict" and d.name == "features"
+    assert {k: (v.kind, v.shape) for k, v in d.value.items()} == {"a": ("normal", (2, 3)), "b": ("uniform", (3,))}
+    (m,) = parse_spec("normal(2, dtype=bool)")
+    assert m.dtype == "bool"
+    source = "def f(x, mask, feats):\n    return tf.where(mask, x, feats['k'] * ~mask), None\n"
+    assert roles(source, "f") == {"mask": "bool", "feats": ("k",)}
+    lam = "pair = logged(tf.custom_gradient(lambda a, b: (a * b, None)))\n"
+    from cglint.runtime.spec import parameters
+
+    assert parameters(lam, "pair") == ["a", "b"]
+
+
+# A custom gradient made inside a function: no child process can import or build it.
+NESTED = '''import tensorflow as tf
+
+
+def make_clip(limit):
+    @tf.custom_gradient
+    def clip(x):
+        return tf.clip_by_value(x, -limit, limit), lambda dy: dy * tf.math.cos(x)
+
+    return clip
+'''
+
+
+def test_every_skipped_says_what_would_check_it_with_the_command(tmp_path):
+    from cglint.runtime.report import next_step
+
+    (tmp_path / "layer.py").write_text(NESTED)
+    run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "--runtime=all",
+                          "--output-format", "json", "--output-file", "report.json", "layer.py"],
+                         capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr
+    import json
+
+    (r,) = json.loads((tmp_path / "report.json").read_text())["runtime"]
+    assert (r["function"], r["verdict"]) == ("clip", "skipped")
+    assert r["detail"] == ("nested inside another function: not reachable by import; to check it: "
+                           "`cglint trace -- pytest tests/` (or `pytest --cglint`) checks it where your code calls it")
+    # Each reason the runtime skips for names its way forward.
+    for reason, wanted in [
+        ("no inputs could be built: the forward failed on all 4 candidates", "# cglint: example x=normal(2, 3)"),
+        ("inconclusive for x: autodiff is not finite", "`cglint trace -- pytest tests/`"),
+        ("a lambda with no module-level name", "`pytest --cglint`"),
+        ("timed out after 120s", "`--runtime-timeout`"),
+        ("out of memory: the module exhausted memory; MemoryError", "`memory-limit` in [tool.cglint.runtime]"),
+        ("import failed: RuntimeError: no GPU here", "make the module importable"),
+        ("child exited with code 3", "`cglint trace -- pytest tests/`"),
+    ]:
+        detail = next_step(reason, "runtime", "m.py")
+        assert detail.startswith(reason + "; to check it: ") and wanted in detail, detail
+        assert next_step(detail, "runtime") == detail  # said once
+    child_hint = "C() needs constructor arguments; `cglint trace -- pytest` (or `pytest --cglint`) checks it"
+    assert next_step(child_hint, "runtime") == child_hint  # the child's own hint is not doubled
+    traced = next_step("the forward creates a tf.Variable on every call", "trace", "m.py")
+    assert traced.endswith("to check it: create the variable once outside the forward (CG011), then run the command again")

@@ -94,6 +94,10 @@ def test_a_symbolic_call_the_process_never_checked_is_skipped_with_the_reason(tm
                                              "covered": False}]), cwd=tmp_path)
     (r,) = runtime
     assert r["verdict"] == "skipped" and "process ended before cglint's exit check" in r["detail"]
+    # ... and what would check it, with the command.
+    assert r["detail"].endswith("; to check it: call it eagerly once in the command (an eager call is checked with "
+                                "its real inputs), or a `# cglint: example x=normal(2, 3)` comment above its def "
+                                "gives `cglint --runtime=all ops.py` its inputs")
     assert not report.failing(runtime)
 
 
@@ -142,3 +146,51 @@ def test_closure_variants_describe_configuration_not_tensors():
     assert closure_variant(make(Layer(2.0), Tensor(), "fast")) == a  # same configuration, same variant
     assert closure_variant(make(Layer(3.0), Tensor(), "fast")) != a
     assert closure_variant(lambda y: y) == ()
+
+
+ORDER = """import tensorflow as tf
+
+w = tf.Variable(1.0)
+b = tf.Variable(0.5)
+
+
+@tf.custom_gradient
+def op(x):
+    def grad(dy, variables=None):
+        return dy * w * 3.0, [dy * x, tf.reduce_sum(dy)]
+    return x * w + b, grad
+"""
+
+
+def test_a_verdict_confirms_only_findings_with_its_own_symptom(tmp_path, monkeypatch):
+    """CG006 (a hard-coded variable order) in a function whose check fails on a wrong input
+    derivative: the mismatch is in the report, but it does not "confirm" CG006."""
+    (tmp_path / "ops.py").write_text(ORDER)
+    monkeypatch.chdir(tmp_path)
+    key = {"path": str(tmp_path / "ops.py"), "firstlineno": 7, "qualname": "op"}
+    value = {"verdict": "mismatch", "reference": "autodiff", "max_rel_error": 2.0, "detail": "d/x off by 200% vs autodiff"}
+    order = {"verdict": "mismatch", "reference": "autodiff", "max_rel_error": 1.0,
+             "detail": "gradients do not follow the order of variables: hard-coded order"}
+    for verdict, confirmed in ((value, False), (order, True)):
+        evs = [{"event": "check", "function": key, "how": "eager", "signature": "(float32[])", "covers": [],
+                "report": verdict}]
+        results, runtime = report.build(report.group(evs))
+        (cg006,) = [d for d in results[0].diagnostics if d.code == "CG006"]
+        assert runtime[0]["verdict"] == "mismatch"
+        assert (cg006.runtime is not None) is confirmed, verdict["detail"]
+
+
+def test_symptoms_per_rule():
+    from cglint.runtime.symptoms import shows
+
+    value = {"verdict": "mismatch", "detail": "d/x off by 35% vs autodiff"}
+    raised = {"verdict": "error", "detail": "ValueError: too many values to unpack (expected 2)"}
+    graph = {"verdict": "mismatch", "detail": "under tf.function (model.fit) only: d/x off by 10%",
+             "modes": {"eager": "match", "tf.function": "mismatch"}}
+    dtype = {"verdict": "mismatch", "detail": "d/x is float32 but x is float64: TensorFlow accepts the gradient"}
+    assert [shows("CG005", v) for v in (value, raised, graph, dtype)] == [True, False, True, False]
+    assert [shows("CG002", v) for v in (value, raised, graph, dtype)] == [False, True, False, False]
+    assert [shows("CG012", v) for v in (value, raised, graph, dtype)] == [False, True, True, False]
+    assert [shows("CG016", v) for v in (value, raised, graph, dtype)] == [False, False, False, True]
+    assert shows("CG006", value) is False
+    assert all(shows(code, {"verdict": "match", "detail": "matches autodiff to 0"}) for code in ("CG005", "CG006"))

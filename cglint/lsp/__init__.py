@@ -14,7 +14,9 @@ from cglint import __version__
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    from cglint.usage import Parser
+
+    parser = Parser(
         prog="cglint lsp",
         description="Run the cglint language server on stdin/stdout (for editors; see README, 'Editor setup').",
     )
@@ -27,16 +29,49 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.debounce_ms is not None and not 0 <= args.debounce_ms <= 10_000:
         parser.error("--debounce-ms must be between 0 and 10000")
-    try:
-        from cglint.lsp.server import build_server
-    except ImportError as exc:
-        print(f"cglint: error: the language server needs pygls 2.x (pip install 'cglint[lsp]'): {exc}",
-              file=sys.stderr)
-        return 2
+    import importlib.util
+
+    if importlib.util.find_spec("pygls") is None or importlib.util.find_spec("lsprotocol") is None:
+        return _missing("pygls is not installed")
+    # The server's libraries load on a thread while the client's `initialize` is read and
+    # answered here (fast_start): the editor is not kept waiting for the imports.
+    import threading
+
+    from cglint.lsp import fast_start
+
+    loaded: list[BaseException] = []
+    loader = threading.Thread(target=_load, args=(loaded,), name="cglint-lsp-import", daemon=True)
+    loader.start()
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    raw, first = fast_start.read_message(stdin)
+    answered = isinstance(first, dict) and first.get("method") == "initialize" and "id" in first
+    if answered:
+        params = first.get("params") if isinstance(first.get("params"), dict) else {}
+        stdout.write(fast_start.frame({"jsonrpc": "2.0", "id": first["id"], "result": fast_start.result(params)}))
+        stdout.flush()
+    loader.join()
+    if loaded:
+        return _missing(str(loaded[0]))
+    from cglint.lsp.server import build_server
+
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="cglint-lsp %(levelname)s %(name)s: %(message)s")
     server = build_server()
     if args.debounce_ms is not None:
         server.debounce = args.debounce_ms / 1000
-    server.start_io()
+    server.start_io(fast_start.Replay(raw, stdin),
+                    fast_start.DropAnswer(stdout, first["id"]) if answered else stdout)
     return 0
+
+
+def _load(failed: list) -> None:
+    try:
+        import cglint.lsp.server  # noqa: F401 - pygls, lsprotocol, libcst and the rules
+    except ImportError as exc:
+        failed.append(exc)
+
+
+def _missing(why: str) -> int:
+    print(f"cglint: error: the language server needs pygls 2.x: {why}. Install it into this environment: "
+          "pip install 'pygls>=2.1,<3' (or, from PyPI, pip install 'cglint[lsp]')", file=sys.stderr)
+    return 2

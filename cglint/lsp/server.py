@@ -3,15 +3,16 @@
 What the editor gets:
 - diagnostics for the buffer's text (not the file on disk): pushed on open, save and change
   (no server-side debounce by default; a newer edit supersedes a queued lint and stops a
-  running one), or pulled with `textDocument/diagnostic` when the client supports it (then
-  nothing is pushed; a cancelled pull's lint still lands in the cache). Each lint re-parses
+  running one), or pulled with `textDocument/diagnostic` when the client pulls and can be
+  refreshed (`pulls`; then nothing is pushed; a cancelled pull's lint still lands in the
+  cache). Each lint re-parses
   only the statements an edit changed (`cglint.lsp.incremental`);
 - code actions: a rule's fix as a quick fix (preferred when safe), "suppress with
   `# noqa: CGxxx`" (merged into an existing noqa comment), and `source.fixAll.cglint`;
 - hover on a code in a `# noqa:` comment: the rule's documentation;
 - an edited pyproject.toml re-lints the open buffers: watched by the client where it can
-  (dynamic registration), else polled; pull clients get `workspace/diagnostic/refresh`, or a
-  push when they cannot be refreshed.
+  (dynamic registration), else polled; pull clients get `workspace/diagnostic/refresh`, push
+  clients the new diagnostics.
 
 Positions cross `text.LineIndex` (code points <-> the negotiated encoding). Rules come from
 `_workspace_rules`, fixes for "fix all" from `_fix_all`: the one place each for configuration
@@ -175,10 +176,27 @@ class Buffer:
     # The lint running or queued for (text, config key): requests for the same text share it,
     # and a cancelled request leaves it to finish into `lint` instead of linting again.
     inflight: tuple[str, Any, asyncio.Future] | None = field(default=None, repr=False)
-    pushed_in_pull: bool = False  # pull mode, but diagnostics were pushed (config change)
+
+
+def pulls(caps: lsp.ClientCapabilities) -> bool:
+    """Whether a client gets pull diagnostics: it pulls (`textDocument.diagnostic`) and can be
+    asked to pull again (`workspace.diagnostics.refreshSupport`). Neovim 0.10 and 0.11 pull
+    without refresh: a configuration change could not reach them until the user types (pushed
+    diagnostics go to another namespace and leave the pulled ones on screen), so they are pushed
+    to, and `diagnosticProvider` is not offered to them (cglint.lsp.fast_start says the same)."""
+    text, workspace = caps.text_document, caps.workspace
+    return bool(text and text.diagnostic is not None and workspace and workspace.diagnostics
+                and workspace.diagnostics.refresh_support)
 
 
 class _Protocol(LanguageServerProtocol):
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(self, params: lsp.InitializeParams):  # type: ignore[override]
+        result = yield from super().lsp_initialize(params)
+        if not pulls(params.capabilities):  # pushed to (see `pulls`)
+            result.capabilities.diagnostic_provider = None
+        return result
+
     def structure_message(self, data):  # type: ignore[override]
         # pygls drops a request whose params do not deserialize (the client would wait forever):
         # answer it with the JSON-RPC error (-32602 invalid params) instead.
@@ -215,7 +233,6 @@ class CglintServer(LanguageServer):
         self._poller: asyncio.Task | None = None
         self.encoding = txt.UTF16
         self.pull = False
-        self.refresh_support = False
         self.document_changes = False
         self.resolve_edits = False
         self._rules: dict[Any, list[type[Rule]]] = {}
@@ -296,7 +313,7 @@ class CglintServer(LanguageServer):
         href = doc_url(d.code)
         return lsp.Diagnostic(
             range=lsp.Range(lsp.Position(start.line, start.character), lsp.Position(end.line, end.character)),
-            message=d.message,
+            message=d.editor_message,  # a short first line, then the details (as the CLI)
             severity=_SEVERITY.get(d.severity, lsp.DiagnosticSeverity.Error),
             code=d.code,
             code_description=lsp.CodeDescription(href=href) if href else None,
@@ -305,10 +322,10 @@ class CglintServer(LanguageServer):
 
     # -- push -------------------------------------------------------------------------------
 
-    def schedule(self, buffer: Buffer, delay: float, force: bool = False) -> None:
-        """Lint and push after `delay`, replacing any lint still pending for the buffer
-        (`force`: push in pull mode too)."""
-        if self.pull and not force:
+    def schedule(self, buffer: Buffer, delay: float) -> None:
+        """Lint and push after `delay`, replacing any lint still pending for the buffer (push
+        mode; a pull client asks for them)."""
+        if self.pull:
             return
         if buffer.pending is not None:
             buffer.pending.cancel()
@@ -334,17 +351,15 @@ class CglintServer(LanguageServer):
 
     def config_changed(self) -> None:
         """A pyproject.toml changed: every open buffer's diagnostics may have. Pull clients are
-        asked to pull again where they can be (`workspace/diagnostic/refresh`); to the others
-        the new diagnostics are pushed (and cleared on their next pull, so nothing shows twice)."""
+        asked to pull again (`workspace/diagnostic/refresh`: every pull client can be, `pulls`);
+        to the others the new diagnostics are pushed."""
         self._rules.clear()
         self._config_seen = {uri: _config_key(b.path) for uri, b in self.buffers.items()}
-        if self.pull and self.refresh_support:
+        if self.pull:
             self.workspace_diagnostic_refresh(None)
             return
         for buffer in self.buffers.values():
-            if self.pull:
-                buffer.pushed_in_pull = True
-            self.schedule(buffer, 0, force=True)
+            self.schedule(buffer, 0)
 
     async def poll_config(self) -> None:
         """For clients that cannot watch files: notice an edited pyproject.toml by its mtime."""
@@ -477,9 +492,8 @@ def build_server() -> CglintServer:
         caps = params.capabilities
         ls.encoding = str(getattr(ls.workspace.position_encoding, "value", ls.workspace.position_encoding) or txt.UTF16)
         text_caps = caps.text_document
-        ls.pull = bool(text_caps and text_caps.diagnostic is not None)
+        ls.pull = pulls(caps)
         workspace = caps.workspace
-        ls.refresh_support = bool(workspace and workspace.diagnostics and workspace.diagnostics.refresh_support)
         ls.document_changes = bool(workspace and workspace.workspace_edit
                                    and workspace.workspace_edit.document_changes)
         resolve = text_caps and text_caps.code_action and text_caps.code_action.resolve_support
@@ -569,10 +583,6 @@ def build_server() -> CglintServer:
         if buffer is None and (cell := await notebooks.pull(ls, params.text_document.uri)) is not None:
             return lsp.RelatedFullDocumentDiagnosticReport(items=cell)  # a notebook cell
         lint = await ls.current_lint(buffer) if buffer is not None else None
-        if buffer is not None and buffer.pushed_in_pull:
-            # Diagnostics pushed after a configuration change: the pull takes over again.
-            buffer.pushed_in_pull = False
-            ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=buffer.uri, diagnostics=[]))
         if lint is None:
             return lsp.RelatedFullDocumentDiagnosticReport(items=[])
         if params.previous_result_id == lint.result_id:

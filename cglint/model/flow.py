@@ -133,7 +133,7 @@ class FlowQueries:
 
     def inputs_taken_apart(self, site: GradientSite) -> set[str]:
         """Inputs whose count `input_counts` guessed (no call says) although the forward or a
-        grad fn takes them apart as a structure (`a, b = pair`, `xs[0]`, `for x in xs`,
+        grad fn takes them apart as a structure (`a, b = pair`, `xs[0]`, `d["key"]`, `for x in xs`,
         `len(xs)`, `tf.add_n(xs)`, `*xs`): their real count is unknown. A walk of the site's
         body, so rules ask only when a count disagrees."""
         self.input_counts(site)
@@ -289,12 +289,12 @@ class _StructureUse(Walker):
             self.found.add(expr.value)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        # `xs[0]` picks an entry; `x[:, 0]` or `x[..., 1]` slices a tensor.
+        # `xs[0]` picks an entry, `features["a"]` a dict's; `x[:, 0]` or `x[..., 1]` slices a tensor.
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             index = node.slice[0].slice.value
             if isinstance(index, cst.UnaryOperation):
                 index = index.expression
-            if isinstance(index, cst.Integer):
+            if isinstance(index, (cst.Integer, cst.SimpleString, cst.ConcatenatedString)):
                 self._mark(node.value)
 
     def visit_For(self, node: cst.For) -> None:

@@ -1,37 +1,41 @@
-"""The default output: `path:line:col: CODE message` (`nb.ipynb:cell 3:4:9: ...` in a notebook) (`CODE [*]` when `--fix` can fix it), the
-source line with a caret under the span, and a summary line."""
+"""The default output, ruff's layout with the location first: `path:line:col: CODE [*] title`
+(`nb.ipynb:cell 3:4:9: ...` in a notebook; `[*]` when `--fix` can fix it), the source line
+with a caret under the span, the message's detail lines (what TensorFlow does, what to do),
+`help: <fix>` and, for an unsafe fix, how to apply it; then a summary."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
-from cglint.diagnostics import Diagnostic, FileResult
+from cglint.diagnostics import DISPLAY_ONLY, SAFE, TITLE_WIDTH, Diagnostic, FileResult
+from cglint.report.style import Style
 from cglint.source import split_lines
 
 
 def render(results: list[FileResult], context=None) -> str:
-    fixed = context.fixed if context is not None else 0
-    unsafe = context.unsafe_fixes if context is not None else False
+    from cglint.report.context import Context
+
+    context = context or Context()
+    style = Style(context.color)
     out: list[str] = []
-    files_with = 0
-    total = 0
     for result in results:
         if not result.diagnostics:
             continue
-        files_with += 1
         lines = split_lines(result.source)  # Python's line breaks, as the positions count them
         for d in result.diagnostics:
             if d.cell is not None:  # a notebook: the frame shows the cell's own lines
                 from cglint.notebook import frame_lines
 
                 lines = frame_lines(result, d)
-            total += 1
-            star = " [*]" if d.is_fixable(unsafe) else ""
-            out.append(f"{d.location}: {d.code}{star} {d.message}")
-            out.extend(_frame(d, lines))
+            out.append(heading(d, context.unsafe_fixes, style))
+            out.extend(_frame(d, lines, style))
+            out.extend(f"  {line}" for line in detail_lines(d))
             if d.runtime is not None:
-                out.insert(len(out) - 1, f"  = runtime: {describe(d.runtime)}")
-    runtime = context.runtime if context is not None else None
+                out.append(f"  = runtime: {describe(d.runtime)}")
+            out.extend(fix_lines(d, context.unsafe_fixes, style))
+            out.append("")
+    runtime = context.runtime
     if runtime:
         out.append("Runtime checks:")
         for r in runtime:
@@ -41,21 +45,54 @@ def render(results: list[FileResult], context=None) -> str:
             if r.get("checked"):  # `cglint trace`: how the function was checked
                 out.append(f"      ({r['checked']})")
         out.append("")
-    out.extend(summary(results, fixed, unsafe, runtime))
-    return "\n".join(out) + "\n"
+    if not context.quiet:
+        out.extend(summary(results, context.fixed, context.unsafe_fixes, runtime, context.errors, style))
+    return "".join(line + "\n" for line in out)
+
+
+def heading(d: Diagnostic, unsafe: bool, style: Style, title: str | None = None) -> str:
+    """`path:line:col: CODE [*] title`: the finding's first line (text and concise)."""
+    star = f" [{style('*', 'bold', 'cyan')}]" if d.is_fixable(unsafe) else ""
+    return f"{style(d.location, 'bold')}: {style(d.code, 'bold', 'red')}{star} {title or d.title}"
+
+
+def detail_lines(d: Diagnostic) -> list[str]:
+    """The message after its title: one clause a line, wrapped (continuations indented)."""
+    out: list[str] = []
+    for clause in d.details:
+        out.extend(textwrap.wrap(clause, TITLE_WIDTH, subsequent_indent="  ", break_long_words=False,
+                                 break_on_hyphens=False))
+    return out
+
+
+def fix_lines(d: Diagnostic, unsafe: bool, style: Style) -> list[str]:
+    """`help: <what the fix does>`, as ruff; a note says how to apply a fix `--fix` leaves."""
+    if d.fix is None:
+        return []
+    out = [f"{style('help', 'bold', 'cyan')}: {d.fix.description}"] if d.fix.description else []
+    if d.fix.applicability == DISPLAY_ONLY:
+        out.append(f"{style('note', 'bold')}: shown only: no option applies this fix; make the change by hand")
+    elif d.fix.applicability != SAFE:
+        out.append(f"{style('note', 'bold')}: this is an unsafe fix (review it)"
+                   + ("" if unsafe else ": apply it with `--fix --unsafe-fixes`"))
+    return out
 
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{('es' if word.endswith('x') else 's') if n != 1 else ''}"
 
 
-def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False, runtime=None) -> list[str]:
+def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False, runtime=None, errors: int = 0,
+            style: Style | None = None) -> list[str]:
     """The closing lines, as ruff words them: counts, then what `--fix` could still do.
     `runtime`: the run's runtime verdicts (`--runtime=all` can find mismatches in functions no
-    rule flagged: then not "All checks passed", which the exit status would contradict)."""
+    rule flagged: then not "All checks passed", which the exit status would contradict).
+    `errors`: paths that could not be checked (named on stderr), likewise."""
+    style = style or Style()
     diags = [d for r in results for d in r.diagnostics]
     total = len(diags)
     files_with = sum(1 for r in results if r.diagnostics)
+    unchecked = [f"{_plural(errors, 'path')} could not be checked (see the errors above)."] if errors else []
     if fixed:
         lines = [f"Found {_plural(fixed + total, 'problem')} ({fixed} fixed, {total} remaining)."]
     elif total:
@@ -68,16 +105,19 @@ def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False, run
             failing = [r for r in runtime if r.get("verdict") in FAILING]
         if failing:
             return [f"No static findings; {_plural(len(failing), 'runtime check')} failed "
-                    f"({_plural(len(results), 'file')} checked)."]
+                    f"({_plural(len(results), 'file')} checked)."] + unchecked
+        if errors:
+            return [f"No problems found in the {_plural(len(results), 'file')} checked; " + unchecked[0]]
         return [f"All checks passed ({_plural(len(results), 'file')} checked)."]
     fixable = sum(1 for d in diags if d.is_fixable(unsafe))
     hidden = 0 if unsafe else sum(1 for d in diags if d.is_fixable(True) and not d.is_fixable(False))
     hint = f"{_plural(hidden, 'hidden fix')} can be enabled with the `--unsafe-fixes` option" if hidden else ""
     if fixable:
-        lines.append(f"[*] {fixable} fixable with the `--fix` option" + (f" ({hint})." if hint else "."))
+        lines.append(f"[{style('*', 'bold', 'cyan')}] {fixable} fixable with the `--fix` option"
+                     + (f" ({hint})." if hint else "."))
     elif hint:
         lines.append(f"No fixes available ({hint}).")
-    return lines
+    return lines + unchecked
 
 
 def describe(summary: dict[str, Any]) -> str:
@@ -86,7 +126,7 @@ def describe(summary: dict[str, Any]) -> str:
     return words(summary)
 
 
-def _frame(d: Diagnostic, lines: list[str]) -> list[str]:
+def _frame(d: Diagnostic, lines: list[str], style: Style) -> list[str]:
     if not 1 <= d.line <= len(lines):
         return []
     src = lines[d.line - 1].expandtabs(1)  # tabs count one column, as in the positions
@@ -94,4 +134,4 @@ def _frame(d: Diagnostic, lines: list[str]) -> list[str]:
     start = d.column - 1
     end = d.end_column - 1 if d.end_line == d.line else len(src.rstrip())
     width = max(1, end - start)
-    return [gutter + src, " " * (len(gutter) + start) + "^" * width, ""]
+    return [style(gutter, "bold", "blue") + src, " " * (len(gutter) + start) + style("^" * width, "bold", "red")]

@@ -35,6 +35,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "CG014": ("cg014_keras_variable_identity", "KerasVariableIdentity"),
     "CG015": ("cg015_non_tensor_argument", "NonTensorArgument"),
     "CG016": ("cg016_gradient_dtype", "GradientDtype"),
+    "CG017": ("cg017_gradient_override_ignored", "GradientOverrideIgnored"),
 }
 CODES: tuple[str, ...] = tuple(_REGISTRY)
 # Rules outside the default catalogue, run only when asked for (`--report-unused-noqa`).

@@ -210,7 +210,7 @@ def op(x):
     def _message(site: GradientSite, what: str) -> str:
         return (
             f"{what} inside the custom-gradient forward `{site.name}` builds a new function on "
-            "every call, so TensorFlow retraces it every time; define it outside the forward or drop it"
+            "every call: TensorFlow retraces it every time; define it outside the forward or drop it"
         )
 
 

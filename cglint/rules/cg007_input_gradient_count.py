@@ -137,6 +137,17 @@ def quantize(x, step):
 import tensorflow as tf
 
 @tf.custom_gradient
+def product(features):
+    # A dict input flattens to one tensor per entry: one gradient each, in a dict of the same keys.
+    y = features["a"] * features["b"]
+    def grad(dy):
+        return {"a": dy * features["b"], "b": dy * features["a"]}
+    return y, grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
 def fma(p, q, r):
     def grad(dy):
         return dy * q, dy * p, dy

@@ -61,12 +61,29 @@ def resolve(fn):
     for _ in range(16):
         dec = getattr(obj, "_tf_decorator", None)
         if dec is not None and getattr(dec, "decorator_name", "") == "custom_gradient":
-            return obj.__wrapped__, fn
-        nxt = getattr(obj, "python_function", None) or getattr(obj, "__wrapped__", None)
+            # The decorator's own record of what it wraps: `functools.wraps` copies
+            # `_tf_decorator` onto a user's wrapper, whose `__wrapped__` is then the decorated one.
+            return getattr(dec, "decorated_target", None) or obj.__wrapped__, fn
+        nxt = getattr(obj, "python_function", None) or getattr(obj, "__wrapped__", None) or _closed_over(obj)
         if nxt is None or nxt is obj:
             break
         obj = nxt
     return fn, tf.custom_gradient(fn)
+
+
+def _closed_over(fn):
+    """The one custom-gradient function a user's wrapper closes over (`def inner(*a): return
+    fn(*a)` without `functools.wraps`), or None."""
+    found = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        dec = getattr(value, "_tf_decorator", None)
+        if callable(value) and dec is not None and getattr(dec, "decorator_name", "") == "custom_gradient":
+            found.append(value)
+    return found[0] if len(found) == 1 else None
 
 
 def _is_float(dtype) -> bool:

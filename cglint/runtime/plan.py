@@ -99,13 +99,28 @@ def _import_name(model: ModuleModel, site: GradientSite) -> tuple[str, str | Non
     if outer is model.root:
         if isinstance(site.forward, cst.FunctionDef):
             return site.forward.name.value, None
-        named = sorted(n for n in site.call_names if n in model.root.bindings)
+        named = sorted(n for n in site.call_names if n in model.root.bindings) or _wrapped_name(model, site)
         return (named[0], None) if named else (site.name, "a lambda with no module-level name")
     if outer is not None and isinstance(outer.node, cst.ClassDef) and outer.parent is model.root:
         return site.name, None
     if site.call_names and site.call_names & set(model.root.bindings) and not isinstance(site.forward, cst.Lambda):
         return sorted(site.call_names & set(model.root.bindings))[0], None
     return site.name, "nested inside another function: not reachable by import"
+
+
+def _wrapped_name(model: ModuleModel, site: GradientSite) -> list[str]:
+    """`double = logged(tf.custom_gradient(lambda x: ...))`: the module-level name the user's
+    wrappers around the call form are assigned to (the child unwraps them, `check.resolve`)."""
+    node = model.parent(site.wrapper)
+    for _ in range(8):
+        if isinstance(node, (cst.Arg, cst.Call)):
+            node = model.parent(node)
+            continue
+        if (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                and model.scope_of.get(site.forward, model.root).parent is model.root):
+            return [node.targets[0].target.value]
+        break
+    return []
 
 
 def _owning_method(model: ModuleModel, site: GradientSite) -> dict | None:

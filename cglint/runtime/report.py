@@ -84,3 +84,39 @@ class GradientReport:
     def __str__(self) -> str:
         name = f"{self.function}: " if self.function else ""
         return f"{name}{self.verdict} ({self.detail})"
+
+
+# What would check a function the runtime (`--runtime`) or a traced run (`cglint trace`,
+# `pytest --cglint`) skipped: appended to every `skipped` detail, with the command.
+TRACE_IT = "`cglint trace -- pytest tests/` (or `pytest --cglint`) checks it where your code calls it"
+EXAMPLE_IT = "a `# cglint: example x=normal(2, 3)` comment above its def gives `cglint --runtime` its inputs"
+
+
+def next_step(detail: str, via: str, path: str = "") -> str:
+    """`detail` and the way forward: what checks a function this `via` ("runtime": the static
+    plan's child process; "trace": a traced command or pytest session) could not check."""
+    text = detail or "not checked"
+    if "to check it:" in text or "pytest --cglint" in text:  # already says so (the child's own hints)
+        return text
+    low = text.lower()
+    if via == "trace":
+        static = f"`cglint --runtime=all {path or 'FILE'}`"
+        if "creates a tf.variable" in low:
+            hint = "create the variable once outside the forward (CG011), then run the command again"
+        elif "the check itself failed" in low:
+            hint = f"{static} checks it apart from the command (please report this)"
+        else:
+            hint = ("call it eagerly once in the command (an eager call is checked with its real inputs), or "
+                    + EXAMPLE_IT.replace("`cglint --runtime`", static))
+        return f"{text}; to check it: {hint}"
+    if "not reachable by import" in low or "no module-level name" in low:
+        hint = TRACE_IT
+    elif "out of memory" in low:
+        hint = f"raise `memory-limit` in [tool.cglint.runtime], or {TRACE_IT}"
+    elif "timed out" in low:
+        hint = f"a larger `--runtime-timeout`, or {TRACE_IT}"
+    elif "import failed" in low or "sys.exit" in low or "could not start" in low:
+        hint = f"make the module importable without side effects, or {TRACE_IT}"
+    else:  # no inputs could be built, inconclusive, nothing to differentiate, ...
+        hint = f"{EXAMPLE_IT}, or {TRACE_IT}"
+    return f"{text}; to check it: {hint}"

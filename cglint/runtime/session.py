@@ -14,8 +14,9 @@ from typing import Callable
 
 from cglint.diagnostics import FileResult
 from cglint.runtime.plan import Planned, plan_file
-from cglint.runtime.report import GradientReport
+from cglint.runtime.report import GradientReport, next_step
 from cglint.runtime.runner import run_module_checks
+from cglint.runtime.symptoms import shows
 
 # What a verdict means for a static finding, in the words the text output uses.
 VERDICT_WORDS = {
@@ -93,9 +94,12 @@ def run_runtime(
             display.stop()
     for (result, _), pairs in outcomes:
         for planned, verdict in pairs:
+            if verdict.get("verdict") == "skipped":  # say what would check it
+                verdict = {**verdict, "detail": next_step(verdict.get("detail") or "", "runtime", result.path)}
             summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
             for diag in planned.diagnostics:
-                diag.runtime = summary
+                if shows(diag.code, verdict):
+                    diag.runtime = summary
             entry = {"path": result.path, "function": planned.request["function"], "line": planned.line,
                      **summary, "inputs": verdict.get("inputs"), "seed": verdict.get("seed"),
                      "args": verdict.get("args", [])}

@@ -12,7 +12,10 @@ A spec is a comma-separated list of inputs, one per positional parameter, option
     module:NAME  /  module:NAME.attr    a value the module defines (e.g. an example batch)
     float64                             on its own: the dtype of every input not naming one
 
-Every constructor takes `dtype=float16|bfloat16|float32|float64|int32|int64`. Named inputs are
+    {'a': normal(2, 3), 'b': normal(3)} a dict input (nested specs as values)
+
+Every constructor takes `dtype=float16|bfloat16|float32|float64|int32|int64|bool` (a random
+boolean mask for `normal`/`uniform`). Named inputs are
 matched to the function's parameters by name, unnamed ones by position. Parsing uses Python's
 `ast` module and only accepts these forms; nothing is ever evaluated. Random inputs come from
 a seeded generator, so a spec always yields the same tensors.
@@ -24,7 +27,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "bool")
 CONSTRUCTORS = {
     "normal": {"mean": 0.0, "stddev": 1.0},
     "uniform": {"low": -1.0, "high": 1.0},
@@ -53,6 +56,8 @@ class InputSpec:
         head = f"{self.name}=" if self.name else ""
         if self.kind == "module":
             return f"{head}module:{self.value}"
+        if self.kind == "dict":
+            return head + "{" + ", ".join(f"{k!r}: {v}" for k, v in self.value.items()) + "}"
         if self.kind in ("float", "int"):
             return f"{head}{self.kind}({self.value!r})"
         args = [repr(self.value)] if self.kind in ("constant", "literal") else \
@@ -122,6 +127,11 @@ def _parse_one(text: str, default_dtype: str | None) -> InputSpec:
         node = ast.parse(text, mode="eval").body
     except SyntaxError as e:
         raise SpecError(f"cannot parse {text!r}: {e.msg}") from None
+    if isinstance(node, ast.Dict):
+        if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
+            raise SpecError(f"a dict input needs string keys: {text!r}")
+        return InputSpec("dict", value={k.value: _parse_one(ast.unparse(v), default_dtype)
+                                        for k, v in zip(node.keys, node.values)}, name=name)
     if not isinstance(node, ast.Call):
         return InputSpec("literal", value=_literal(node), dtype=default_dtype, name=name)
     if not isinstance(node.func, ast.Name) or node.func.id not in CONSTRUCTORS:
@@ -186,30 +196,32 @@ def build_inputs(specs: list[InputSpec], params: list[str] | None = None, module
     named = [s for s in specs if s.name]
     if named and params is None:
         raise SpecError("named inputs need the function's parameter names")
-    values = []
-    for s in specs:
+    def one(s: InputSpec):
         dtype = tf.as_dtype(s.dtype or "float32")
+        if s.kind == "dict":
+            return {k: one(v) for k, v in s.value.items()}
         if s.kind == "module":
             obj = module
             for attr in s.value.split("."):
                 if not hasattr(obj, attr):
                     raise SpecError(f"the module defines no {s.value!r}")
                 obj = getattr(obj, attr)
-            values.append(obj)
-        elif s.kind == "normal":
-            values.append(tf.constant(s.params["mean"] + s.params["stddev"] *
-                                      rng.standard_normal(s.shape), dtype=dtype))
-        elif s.kind == "uniform":
-            values.append(tf.constant(rng.uniform(s.params["low"], s.params["high"], s.shape),
-                                      dtype=dtype))
-        elif s.kind in ("float", "int"):
-            values.append(s.value)
-        elif s.kind == "zeros":
-            values.append(tf.zeros(s.shape, dtype))
-        elif s.kind == "ones":
-            values.append(tf.ones(s.shape, dtype))
-        else:
-            values.append(tf.constant(s.value, dtype=dtype))
+            return obj
+        if dtype == tf.bool and s.kind in ("normal", "uniform"):
+            return tf.constant(rng.random(s.shape) < 0.5)  # a mask with both values
+        if s.kind == "normal":
+            return tf.constant(s.params["mean"] + s.params["stddev"] * rng.standard_normal(s.shape), dtype=dtype)
+        if s.kind == "uniform":
+            return tf.constant(rng.uniform(s.params["low"], s.params["high"], s.shape), dtype=dtype)
+        if s.kind in ("float", "int"):
+            return s.value
+        if s.kind == "zeros":
+            return tf.zeros(s.shape, dtype)
+        if s.kind == "ones":
+            return tf.ones(s.shape, dtype)
+        return tf.constant(s.value, dtype=dtype)
+
+    values = [one(s) for s in specs]
     if not named:
         return values
     slots: dict[int, object] = {}
@@ -321,6 +333,14 @@ def _scalar_name(name: str) -> bool:
 
 
 def _find_def(tree, qualname: str):
+    """The def of `qualname`, or the lambda a module-level name is bound to through the call
+    form (`pair = tf.custom_gradient(lambda a, b: ...)`, wrappers around it included)."""
+    if "." not in qualname:
+        for stmt in tree.body:
+            if (isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == qualname for t in stmt.targets)):
+                lambdas = [n for n in ast.walk(stmt.value) if isinstance(n, ast.Lambda)]
+                if lambdas:
+                    return lambdas[0]
     body, node = tree.body, None
     for part in qualname.split("."):
         node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
@@ -370,9 +390,49 @@ def _positional_count(source: str, qualname: str) -> int | None:
     return None if names is None else len(names)
 
 
-def _one(name: str, shape: tuple, hint: str | None) -> str:
+# Calls whose first argument is a boolean condition or mask.
+_BOOL_FIRST = {"where", "boolean_mask", "logical_and", "logical_or", "logical_not", "logical_xor"}
+
+
+def roles(source: str, qualname: str) -> dict[str, object]:
+    """How the forward uses its parameters, where that fixes what an input must be: "bool" for
+    a condition or mask (`tf.where(mask, ...)`, `~mask`), a tuple of keys for a dict indexed by
+    string keys (`features["a"]`)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    node = _find_def(tree, qualname)
+    if node is None:
+        return {}
+    names = {a.arg for a in node.args.posonlyargs + node.args.args}
+    out: dict[str, object] = {}
+    keys: dict[str, list[str]] = {}
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and _call_name(n) in _BOOL_FIRST and n.args:
+            for a in (n.args[:2] if _call_name(n).startswith("logical_") else n.args[:1]):
+                if isinstance(a, ast.Name) and a.id in names:
+                    out[a.id] = "bool"
+        elif isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert) and isinstance(n.operand, ast.Name) \
+                and n.operand.id in names:
+            out[n.operand.id] = "bool"
+        elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in names \
+                and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str):
+            keys.setdefault(n.value.id, [])
+            if n.slice.value not in keys[n.value.id]:
+                keys[n.value.id].append(n.slice.value)
+    for name, ks in keys.items():
+        out[name] = tuple(ks)
+    return out
+
+
+def _one(name: str, shape: tuple, hint: str | None, role: object = None) -> str:
     if hint is not None:
         return hint
+    if role == "bool":
+        return f"normal({', '.join(str(d) for d in shape)}{', ' if shape else ''}dtype=bool)"
+    if isinstance(role, tuple):
+        return "{" + ", ".join(f"{k!r}: {_one(k, shape, None)}" for k in role) + "}"
     dims = ", ".join(str(d) for d in shape)
     if positive_domain(name):
         dims = "" if _scalar_name(name) else dims
@@ -417,8 +477,10 @@ def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
     for s in ((2, 3), (3,), ()):
         add(s)
 
+    used = roles(source, qualname)
+
     def spec(per_param):
-        return ", ".join(_one(n, sh, hints.get(i)) for i, (n, sh) in enumerate(zip(names, per_param)))
+        return ", ".join(_one(n, sh, hints.get(i), used.get(n)) for i, (n, sh) in enumerate(zip(names, per_param)))
 
     specs = [spec([s] * nparams) for s in one]
     free = [i for i in range(nparams) if i not in hints]
@@ -428,5 +490,5 @@ def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
         mixed = [spec([(4, k) if i == free[0] else (k,) for i in range(nparams)]) for k in ks]
         specs = [specs[0]] + mixed[:2] + specs[1:] if shapes else mixed[:2] + specs
     if nparams > 1 and len(shapes) >= nparams:
-        specs.insert(0, ", ".join(_one(n, shapes[i], hints.get(i)) for i, n in enumerate(names)))
+        specs.insert(0, ", ".join(_one(n, shapes[i], hints.get(i), used.get(n)) for i, n in enumerate(names)))
     return list(dict.fromkeys(specs))[:limit]

@@ -25,9 +25,10 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from cglint.usage import Parser
     from cglint.report import FORMAT_NAMES
 
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="cglint trace",
         usage="cglint trace [OPTIONS] -- COMMAND [ARGS ...]",
         description="Run COMMAND and check every TensorFlow custom gradient it calls against autodiff, "

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import gc
 import json
 import linecache
 import os
@@ -284,7 +285,9 @@ class _CreatesVariable(Exception):
 class Tracer:
     def __init__(self, calls: int = 1, tolerances: dict | None = None):
         self.calls = max(1, int(calls))
-        self.tolerances = {k: v for k, v in (tolerances or {}).items() if v is not None}  # rtol, atol, probes
+        self.max_elements = int((tolerances or {}).get("max_elements") or MAX_ELEMENTS)
+        self.tolerances = {k: v for k, v in (tolerances or {}).items()
+                           if v is not None and k != "max_elements"}  # rtol, atol, probes
         self.sinks: list[Callable[[dict], None]] = []
         self.records: dict[Any, _Record | None] = {}
         self.local = threading.local()
@@ -411,8 +414,10 @@ class Tracer:
         from tensorflow.python.util import nest
 
         python_values = [x for x in nest.flatten(args) if not _is_tensor(x)]
-        rec.symbolic[sig] = {"f": f, "kwargs": dict(kwargs), "covered": covered, "python": python_values,
-                             "structure": args}
+        # The structure only, not the symbolic tensors: they would keep their graph alive.
+        structure = nest.map_structure(lambda x: None if _is_tensor(x) else x, list(args))
+        rec.symbolic[sig] = {"f": f, "kwargs": {k: v for k, v in kwargs.items() if not _is_tensor(v)},
+                             "covered": covered, "python": python_values, "structure": structure}
         self.emit({"event": "symbolic", "function": rec.key, "signature": describe_signature(sig),
                    "covered": covered})
         if not covered and not self._atexit:
@@ -449,8 +454,9 @@ class Tracer:
     # ------------------------------------------------------------------ the check itself
     def check(self, f, args, kwargs, intentional: bool) -> dict:
         """Runs `check_gradient` in a helper thread with the program's state protected; returns
-        the report as a dict (never raises)."""
+        the report as a dict (never raises). Inputs over the budget are checked on a slice."""
         box: dict = {}
+        args, sliced = _within_budget(args, self.max_elements)
 
         def work():
             self.local.busy = True
@@ -471,7 +477,40 @@ class Tracer:
         if "_CreatesVariable" in (report.get("detail") or ""):
             report = {**report, "verdict": "skipped", "detail": "the forward creates a tf.Variable on every "
                       "call, and running it again to check it would add variables to the program"}
+        if sliced:
+            report = {**report, "sliced": sliced}
+            if report.get("verdict") == "skipped" and "forward raised" in (report.get("detail") or ""):
+                report["detail"] = (f"the inputs exceed the check's budget of {self.max_elements:,} elements, and the "
+                                    f"forward rejects them {sliced}: {report['detail']}")
+        gc.collect()  # what the check built (tapes, probes) goes now, not at the program's next collection
         return report
+
+
+MAX_ELEMENTS = 1 << 20  # inputs larger than this (in all) are checked on a slice of their batch
+
+
+def _within_budget(args, budget: int):
+    """(args, how they were sliced or None): a call whose tensor inputs hold more than `budget`
+    elements in all is checked on the first rows of its batch — the leading dimension its
+    largest inputs share — so a test feeding 13 million elements costs a check of a few
+    thousand, not the memory of the whole autodiff reference."""
+    try:
+        from tensorflow.python.util import nest
+
+        flat = nest.flatten(list(args))
+        tensors = [x for x in flat if _is_tensor(x) and x.shape.rank]
+        total = sum(int(x.shape.num_elements() or 0) for x in tensors)
+        if total <= budget or not tensors:
+            return args, None
+        batch = max(tensors, key=lambda x: x.shape.num_elements() or 0).shape[0]
+        if not batch or batch <= 2:
+            return args, None
+        rows = max(2, min(batch - 1, budget * batch // max(total, 1)))
+        out = [x[:rows] if _is_tensor(x) and x.shape.rank and x.shape[0] == batch and hasattr(x, "__getitem__")
+               and not hasattr(x, "assign") else x for x in flat]
+        return nest.pack_sequence_as(list(args), out), f"on the first {rows} of {batch} rows"
+    except Exception:
+        return args, None
 
 
 def _import_check():

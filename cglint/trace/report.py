@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cglint.runtime.symptoms import shows
+
 _RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
 _SUMMARY_KEYS = ("verdict", "reference", "max_rel_error", "detail")
 
@@ -62,6 +64,8 @@ def how_checked(check: dict, others: list[dict] = ()) -> str:
     """How `check` ran; where the function's checks closed over other values (a layer used twice
     with other settings), the values that set this one apart."""
     text = _how_checked(check)
+    if check["report"].get("sliced"):
+        text += f", {check['report']['sliced']} (the inputs exceed the check's budget)"
     variants = {tuple(c.get("variant") or ()) for c in others}
     if len(variants) > 1:
         common = set.intersection(*map(set, variants))
@@ -131,13 +135,17 @@ def build(functions: list[Function], settings=None, cwd: Path | None = None):
             if result is not None:
                 results[display] = result
         verdict = verdict_of(fn)
+        if verdict.get("verdict") == "skipped":  # say what would check it
+            from cglint.runtime.report import next_step
+
+            verdict = {**verdict, "detail": next_step(verdict.get("detail") or "", "trace", display)}
         line, name = fn.firstlineno, fn.qualname
         site_span = _site_span(result, fn.firstlineno) if result is not None else None
         if site_span is not None:
             start, end, line, wrapper_line = site_span
             summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
             for d in result.diagnostics:
-                if start <= d.line <= end or d.line == wrapper_line:
+                if (start <= d.line <= end or d.line == wrapper_line) and shows(d.code, verdict):
                     d.runtime = summary
         runtime.append({"path": display, "function": name, "line": line,
                         **{k: verdict.get(k) for k in _SUMMARY_KEYS}, "checked": verdict["checked"],

@@ -53,6 +53,9 @@ EXPECTED = {
                             "normal(2, 3)",
                             {"eager": "mismatch", "tf.function": "mismatch"}),
     "module_call.py": ("scale", "match", "matches autodiff to 0", "normal()", {"tf.function": "match"}),
+    "structured_inputs.py": ("product", "match", "matches autodiff to", "{'a': normal(2, 3), 'b': normal(2, 3)}",
+                             {"eager": "match"}),
+    "user_decorators.py": ("cube", "mismatch", "d/x off by 33% vs autodiff", "normal(2, 3)", {"eager": "mismatch"}),
     "tf_function_inside.py": ("fast_gelu", "error",
                               "the forward fails on every input: TypeError: To be compatible with "
                               "tf.function", None, None),
@@ -222,3 +225,24 @@ def test_a_class_that_needs_constructor_arguments_says_what_would_check_it(tmp_p
     assert got["detail"].startswith("Scale() needs constructor arguments (TypeError: ")
     assert got["detail"].endswith("`cglint trace -- pytest` (or `pytest --cglint`) checks it where your own code "
                                   "builds and calls it")
+
+
+def test_functions_exported_through_user_decorators_are_checked_under_their_own_names():
+    path = str(FIXTURES / "user_decorators.py")
+    result = lint_file(path)
+    module = import_by_path(path)
+    verdicts = {p.request["function"]: check_one(module, result.source, p.request, seed=0)["verdict"]
+                for p in plan_file(result, everything=True)}
+    assert verdicts == {"cube": "mismatch", "square": "match", "double": "mismatch"}
+
+
+def test_inputs_built_from_how_the_forward_uses_them():
+    path = str(FIXTURES / "structured_inputs.py")
+    result = lint_file(path)
+    module = import_by_path(path)
+    got = {p.request["function"]: check_one(module, result.source, p.request, seed=0)
+           for p in plan_file(result, everything=True)}
+    assert {name: r["verdict"] for name, r in got.items()} == {"product": "match", "masked_square": "match",
+                                                                 "pair": "match"}
+    assert got["masked_square"]["inputs"] == "normal(2, 3), normal(2, 3, dtype=bool)"
+    assert got["pair"]["inputs"] == "normal(2, 3), normal(2, 3)"

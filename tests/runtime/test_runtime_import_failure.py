@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from support import read_terminal  # noqa: E402
+
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "TERM": "xterm", "COLUMNS": "120"}
 
 # The import-time demo raises TensorFlow's gradient-count error from `mul`'s custom gradient.
@@ -64,19 +67,11 @@ def _run_with_tty_stderr(args, cwd):
     proc = subprocess.Popen([sys.executable, "-m", "cglint", *args], cwd=cwd, env=ENV, stdout=subprocess.PIPE,
                             stderr=slave, stdin=subprocess.DEVNULL)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:  # EIO: the child closed its end
-            break
-        if not data:
-            break
-        chunks.append(data)
+    terminal = read_terminal(master)
     stdout = proc.stdout.read().decode()
     proc.wait(timeout=600)
     os.close(master)
-    return proc.returncode, stdout, b"".join(chunks).decode(errors="replace")
+    return proc.returncode, stdout, terminal.decode(errors="replace")
 
 
 @pytest.fixture(scope="module")

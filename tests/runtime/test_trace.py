@@ -302,6 +302,19 @@ with tf.GradientTape(persistent=True) as tape:
     square, cube = Power(2.0)(x), Power(3.0)(x)  # one layer class, two configurations
 print(tape.gradient(square, x).numpy(), tape.gradient(cube, x).numpy())
 print(step(x).numpy())
+
+
+@tf.custom_gradient
+def wide_tanh(x):
+    y = tf.tanh(x)
+    return y, lambda dy: dy * (1.0 - x * x)  # derivative at the input: should be 1 - y^2
+
+
+big = tf.random.normal([8192, 256])  # 2 million elements: over the check's budget
+with tf.GradientTape() as tape:
+    tape.watch(big)
+    loss = tf.reduce_sum(wide_tanh(big))
+print(tape.gradient(loss, big).shape)
 lookup(x, {"scal": 2.0})  # the program's own crash inside a forward
 """
 
@@ -336,3 +349,11 @@ def test_trace_reports_a_crash_in_a_forward_at_the_users_line(real_shapes):
     lookup = by_name["lookup"]
     assert (lookup["verdict"], lookup["detail"]) == ("error", "KeyError: 'scale'")
     assert lookup["checked"] == f"raised while the command ran at prog.py:{line_of(work / 'prog.py', 'y = x * table')}"
+
+
+def test_trace_checks_inputs_over_the_budget_on_a_slice(real_shapes):
+    _, _, by_name = real_shapes
+    wide = by_name["wide_tanh"]
+    assert wide["verdict"] == "mismatch" and "d/x off by" in wide["detail"], wide
+    assert wide["checked"] == ("checked at its first eager call with (float32[8192, 256]), on the first 4096 of 8192 "
+                               "rows (the inputs exceed the check's budget)")

@@ -1,0 +1,135 @@
+"""Answer `initialize` before the server's libraries have loaded.
+
+lsprotocol, pygls and libcst take ~0.7 s to import, and an editor waits for the `initialize`
+answer before it sends anything else (ruff's server answers in a few milliseconds). So
+`cglint lsp` starts importing the server on a thread, reads the client's first message itself,
+and answers it with the capabilities pygls would compute (`result`, built from the client's
+capabilities the way pygls's builder does; tests/test_lsp_startup.py compares the two for
+several editors). pygls then gets the same `initialize` replayed, so the server's own state
+(encoding, pull mode, options) is set as usual, and its second answer is dropped.
+Only json here: this module must stay cheap to import.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import BinaryIO
+
+from cglint import __version__
+
+_ENCODINGS = ("utf-8", "utf-16", "utf-32")  # pygls's supported position encodings
+_NOTEBOOK_SYNC = {"notebookSelector": [{"notebook": "*", "cells": [{"language": "python"}]}], "save": True}
+
+
+def read_message(stream: BinaryIO) -> tuple[bytes, dict | None]:
+    """One JSON-RPC message from `stream`: its raw bytes (headers included) and its body
+    (None when it is not a JSON object, or the stream ended)."""
+    raw = b""
+    length = None
+    while True:
+        line = stream.readline()
+        raw += line
+        if not line:
+            return raw, None
+        if line in (b"\r\n", b"\n"):
+            break
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            try:
+                length = int(value.strip())
+            except ValueError:
+                return raw, None
+    if length is None:
+        return raw, None
+    body = stream.read(length)
+    raw += body
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return raw, None
+    return raw, message if isinstance(message, dict) else None
+
+
+def frame(message: dict) -> bytes:
+    body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def result(params: dict) -> dict:
+    """The `InitializeResult` cglint's pygls server answers to these `initialize` params."""
+    caps = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+    encoding = "utf-16"
+    for offered in (caps.get("general") or {}).get("positionEncodings") or ():
+        if offered in _ENCODINGS:  # the client's preference first, as pygls chooses
+            encoding = offered
+            break
+    sync = ((caps.get("textDocument") or {}).get("synchronization")) or {}
+    text_sync: dict = {"openClose": True, "change": 2, "save": {"includeText": False}}
+    for key in ("willSave", "willSaveWaitUntil"):  # false where the client says anything (no handler)
+        if sync.get(key) is not None:
+            text_sync[key] = False
+    server = {
+        "positionEncoding": encoding,
+        "textDocumentSync": text_sync,
+        "hoverProvider": True,
+        "codeActionProvider": {"codeActionKinds": ["quickfix", "source.fixAll.cglint"], "resolveProvider": True},
+        "executeCommandProvider": {"commands": []},
+        "workspace": {"workspaceFolders": {"supported": True, "changeNotifications": True}, "fileOperations": {}},
+    }
+    workspace = caps.get("workspace") or {}
+    if (caps.get("textDocument") or {}).get("diagnostic") is not None and (
+            (workspace.get("diagnostics") or {}).get("refreshSupport")):  # server.pulls: pull diagnostics
+        server["diagnosticProvider"] = {"identifier": "cglint", "interFileDependencies": False,
+                                        "workspaceDiagnostics": False}
+    if caps.get("notebookDocument") is not None:
+        server["notebookDocumentSync"] = _NOTEBOOK_SYNC
+    return {"capabilities": server, "serverInfo": {"name": "cglint", "version": __version__}}
+
+
+class Replay:
+    """A binary stream that yields `prefix` first, then `stream` (what pygls reads)."""
+
+    def __init__(self, prefix: bytes, stream: BinaryIO) -> None:
+        self.prefix, self.stream = prefix, stream
+
+    def readline(self, *args) -> bytes:
+        if self.prefix:
+            end = self.prefix.find(b"\n") + 1 or len(self.prefix)
+            line, self.prefix = self.prefix[:end], self.prefix[end:]
+            return line
+        return self.stream.readline(*args)
+
+    def read(self, n: int = -1) -> bytes:
+        if self.prefix:
+            take = len(self.prefix) if n < 0 else min(n, len(self.prefix))
+            data, self.prefix = self.prefix[:take], self.prefix[take:]
+            if n < 0 or len(data) < n:
+                data += self.stream.read(-1 if n < 0 else n - len(data))
+            return data
+        return self.stream.read(n)
+
+
+class DropAnswer:
+    """pygls's writer target: every message goes through except the answer to request `id`
+    (answered already), which is dropped once. pygls writes one whole message per call."""
+
+    def __init__(self, stream: BinaryIO, request_id) -> None:
+        self.stream, self.request_id, self.dropped = stream, request_id, False
+
+    def write(self, data: bytes) -> int:
+        if not self.dropped:
+            body = data.split(b"\r\n\r\n", 1)[-1]
+            try:
+                message = json.loads(body)
+            except ValueError:
+                message = None
+            if isinstance(message, dict) and message.get("id") == self.request_id and "method" not in message:
+                self.dropped = True
+                return len(data)
+        return self.stream.write(data)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
