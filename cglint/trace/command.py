@@ -118,7 +118,7 @@ def _run(command: list[str], env: dict) -> int | None:
 
 
 def _render(args, settings, results, runtime, command, rc) -> int | None:
-    from cglint import fix as fixmod
+    from cglint import files, fix as fixmod
     from cglint.report import Context, render
     from cglint.trace import report as trace_report
 
@@ -136,9 +136,9 @@ def _render(args, settings, results, runtime, command, rc) -> int | None:
             text = json.dumps(obj, indent=2) + "\n"
     if args.output_file:
         try:
-            fixmod.write_atomic(args.output_file, text)
+            fixmod.write_atomic(args.output_file, text, root=root)  # never out of the project through a link
         except OSError as exc:
-            return _fail(f"{args.output_file}: cannot write: {exc.strerror}")
+            return _fail(f"{args.output_file}: cannot write: {files.why(exc)}")
     else:
         sys.stderr.write(text)
         sys.stderr.flush()
