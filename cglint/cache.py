@@ -122,13 +122,15 @@ class Cache:
             if self._refused:
                 raise LookupError
             entry = json.loads(_read(self._entry(path)))
-            if (entry.get("key") != self._file_key(codes) or entry.get("content") != _digest(source)):
-                raise LookupError
+            if (entry.get("key") != self._file_key(codes) or entry.get("content") != _digest(source)
+                    or any(_file_digest(dep) != digest for dep, digest in entry.get("dependencies", {}).items())):
+                raise LookupError  # stale: the file, or a project module it imports, changed
             codes = {c if isinstance(c, str) else c.code for c in codes} | {"CG000"}
             diagnostics = [_diagnostic(_valid(d, codes), path) for d in entry["diagnostics"]]
             if not isinstance(entry["warnings"], list) or not all(isinstance(w, str) for w in entry["warnings"]):
                 raise TypeError
-            result = FileResult(path, source, diagnostics, parsed=bool(entry["parsed"]), warnings=entry["warnings"])
+            result = FileResult(path, source, diagnostics, parsed=bool(entry["parsed"]), warnings=entry["warnings"],
+                                dependencies=entry.get("dependencies", {}))
         except (OSError, ValueError, LookupError, TypeError, AttributeError, RecursionError):
             self.misses += 1  # absent, foreign, stale or corrupt: lint, then rewrite it
             return None
@@ -136,7 +138,8 @@ class Cache:
         return result
 
     def put(self, path: str, source: str, codes: Iterable[Any], result: FileResult) -> None:
-        entry = {"key": self._file_key(codes), "content": _digest(source), "parsed": result.parsed,
+        entry = {"key": self._file_key(codes), "content": _digest(source), "dependencies": result.dependencies,
+                 "parsed": result.parsed,
                  "warnings": list(result.warnings), "diagnostics": [_stored(d, result) for d in result.diagnostics]}
         try:
             self._prepare()
@@ -249,6 +252,15 @@ def _digest(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _file_digest(path: str) -> str | None:
+    """A file's bytes hashed as cglint.model.project hashes an imported module. The path comes
+    from a cache entry: read through the guarded reader (a regular file within the size limit)."""
+    try:
+        return hashlib.sha256(files.read_bytes(str(path), what="a module the cached file imports")[0]).hexdigest()
+    except (OSError, ValueError):
+        return None
+
+
 class StoredFix(Fix):
     """A fix as reports need it (applicability, description, JSON's text edits) without the
     tree it edits: what the cache and the worker processes hand back. Never applied."""
@@ -264,7 +276,8 @@ def strip(result: FileResult) -> FileResult:
     """`result` as the cache (or another process) hands it back: diagnostics with StoredFixes,
     no module or model."""
     diagnostics = [_diagnostic(_stored(d, result), result.path) for d in result.diagnostics]
-    return FileResult(result.path, result.source, diagnostics, parsed=result.parsed, warnings=list(result.warnings))
+    return FileResult(result.path, result.source, diagnostics, parsed=result.parsed, warnings=list(result.warnings),
+                      dependencies=dict(result.dependencies))
 
 
 _FIELDS = ("line", "column", "end_line", "end_column", "code", "name", "severity", "message")

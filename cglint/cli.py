@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     fix = p.add_argument_group("fixes and suppressions")
     fix.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     fix.add_argument("--unsafe-fixes", action="store_true", help="apply (or offer) unsafe fixes as well")
+    fix.add_argument("--verify", action="store_true",
+                     help="with --fix or --diff: apply unsafe fixes only where the fixed function then matches "
+                          "TensorFlow's autodiff (runs the module, as --runtime does; needs TensorFlow)")
     fix.add_argument("--diff", action="store_true", help="print the fixes as a unified diff and write nothing")
     fix.add_argument("--show-fixes", action="store_true", help="with --fix or --diff: list the fixes per file and rule")
     fix.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for every current finding")
@@ -208,6 +211,8 @@ def _run(argv: list[str] | None) -> int:
         return EXIT_CLEAN
     if args.add_noqa and (args.fix or args.diff):
         return _fail("--add-noqa cannot be combined with --fix or --diff")
+    if args.verify and not (args.fix or args.diff):
+        return _fail("--verify checks fixes: use it with --fix or --diff")
 
     paths = args.paths or ["."]
     stdin = paths == ["-"]
@@ -422,8 +427,21 @@ def _recorded_by_baseline(args, settings):
 def _fix_one(path: str, rules, args, exempt=None, root: str | None = None):
     from cglint import fix
 
-    outcome = fix.fix_file(path, rules, unsafe=args.unsafe_fixes, write=not args.diff, exempt=exempt,
-                           root=root)
+    if args.verify and not path.endswith(".ipynb"):
+        from cglint import verify
+
+        checked = verify.fix_and_verify(path, rules, exempt, timeout=args.runtime_timeout or 120.0,
+                                        write=not args.diff, root=root)
+        for v in checked.verdicts:
+            if v.kept:
+                _note(args, f"{path}:{v.line}: {v.function}: unsafe fixes verified against autodiff ({v.verdict}: {v.detail})")
+            else:
+                _warn(f"{path}:{v.line}: {v.function}: unsafe fixes not applied: the fixed function is "
+                      f"{v.verdict} against autodiff ({v.detail})")
+        outcome = checked.outcome
+    else:
+        outcome = fix.fix_file(path, rules, unsafe=args.unsafe_fixes, write=not args.diff, exempt=exempt,
+                               root=root)
     for dropped in outcome.dropped:
         _warn(f"{path}:{dropped.line}: {dropped.code} fix not applied: {dropped.reason}")  # `cell 3:4` in a notebook
     if not outcome.converged:

@@ -143,10 +143,12 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
     statements starts and ends (Python's parse), so positions cost a pass over only the
     statements holding findings."""
     from cglint.model import ModuleModel
+    from cglint.model.project import project_for
     from cglint.rules.cg000_syntax_error import SyntaxErrorRule
 
     try:
-        model = ModuleModel(module, aliases)
+        # The project modules it imports are read from disk next to `path` (cglint.model.project).
+        model = ModuleModel(module, aliases, project=project_for(aliases), path=None if path.startswith("<") else path)
         findings: list[tuple[type[Rule], Finding]] = []
         for rule in rules:
             findings.extend((rule, f) for f in rule().check(model))
@@ -182,7 +184,7 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
 
         kept = _sorted(kept + cg100_unused_noqa.diagnostics(path, source, module, diags, rules))
     return FileResult(path, source, kept, parsed=True, module=module if full_tree else None, model=model,
-                      warnings=warnings)
+                      warnings=warnings, dependencies=dict(model.dependencies))
 
 
 def _parse_libcst(text: str, tree: ast.Module | None) -> tuple[cst.Module | None, tuple[int, int, str] | None, str]:
