@@ -34,7 +34,6 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
-from pygls.uris import to_fs_path
 
 from cglint import __version__, config, engine
 from cglint import fix as fixing
