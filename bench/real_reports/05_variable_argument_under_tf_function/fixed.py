@@ -5,7 +5,7 @@ Symptom: (fixed version) the variable's value (tf.convert_to_tensor) is passed, 
 owes one gradient per argument and no `variables`; the report's version raised under
 tf.function only.
 TF 2.21: grad [1.0, 2.0], eagerly and under tf.function.
-Class: contract-error (fixed: expect match)
+Class: none-on-2.21 (fixed: expect match; the report was a contract error)
 """
 import tensorflow as tf
 

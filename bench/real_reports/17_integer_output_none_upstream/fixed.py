@@ -4,7 +4,7 @@ Source: https://github.com/jax-ml/jax/pull/6977 (fixes https://github.com/jax-ml
 Symptom: (fixed version) the grad fn does not touch the integer output's upstream, which is None
 under tf.function; using it failed in graph mode only.
 TF 2.21: grad [1, 0, 0.5, 0] under tf.function, as autodiff.
-Class: contract-error (fixed: expect match)
+Class: none-on-2.21 (fixed: expect match; the report was a contract error)
 """
 import tensorflow as tf
 
