@@ -43,7 +43,28 @@ SYMPTOM = {
 }
 
 # Why a reproducing report is missed, kept with the script so every run writes it.
-NOTES: dict[str, str] = {}
+NOTES: dict[str, str] = {
+    "08_register_gradient_relu_passthrough": (
+        "a `tf.RegisterGradient` function applied with `gradient_override_map` in a TF1-style graph "
+        "(tf.compat.v1 session). Neither `--runtime` nor trace runs registered gradients: trace patches "
+        "`tf.custom_gradient` only, and no static rule checks a registered gradient's value. What would "
+        "catch it: a runtime check of registered gradient functions (build the op in a graph, compare "
+        "`tf.gradients` with and without the override), or a static rule for a registered gradient that "
+        "returns its `grad` argument unchanged for an op that is not an identity."),
+    "09_defun_grad_func_passthrough": (
+        "the same class through `function.Defun(python_grad_func=...)`, graph mode only: invisible to "
+        "both runtimes for the same reason as 08."),
+    "15_phase_shift_no_conjugate": (
+        "reported, but not with its own symptom: both runtimes say `mismatch` (d/phi off by 662% vs "
+        "autodiff) without naming the conjugate. The conjugate test recognises custom = conj(autodiff) "
+        "for a complex *input*; here the input (phi) is real and the output complex, so the missing "
+        "conjugate shows as Re(u * g) against Re(u * conj(g)), which needs the upstream's phase to name."),
+    "16_flip_gradient_override_ignored": (
+        "in TF 2 eager code `gradient_override_map` is ignored, so no custom gradient ever runs: the "
+        "runtimes have nothing to check (the static rule CG017 does flag the override map; it is not "
+        "counted here). The fixed version (tf.custom_gradient reversal) is `intentional`: a gradient "
+        "reversal, recognised by its signature."),
+}
 
 
 def header(path: Path) -> dict[str, str]:
