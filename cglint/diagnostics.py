@@ -207,3 +207,5 @@ class FileResult:
     # `line: text` notes about the file that are not findings (e.g. unknown codes in `# noqa`).
     warnings: list[str] = field(default_factory=list)
     notebook: Any = field(default=None, repr=False)  # a cglint.notebook.Notebook for `.ipynb` files
+    # The other project files the findings depend on (imported modules), by content hash.
+    dependencies: dict[str, str] = field(default_factory=dict, repr=False)

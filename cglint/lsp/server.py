@@ -34,12 +34,12 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
-from pygls.uris import to_fs_path
 
 from cglint import __version__, config, engine
 from cglint import fix as fixing
 from cglint.diagnostics import Diagnostic, FileResult
 from cglint.lsp import text as txt
+from cglint.lsp.text import fs_path
 from cglint.rules import RULES_BY_CODE, Rule, select_rules
 
 log = logging.getLogger("cglint.lsp")
@@ -106,7 +106,7 @@ def _config_key(path: str | None) -> tuple[tuple[str, int], ...]:
             candidate = folder / name
             try:
                 key.append((str(candidate), candidate.stat().st_mtime_ns))
-            except OSError:
+            except (OSError, ValueError):
                 continue
     return tuple(key)
 
@@ -365,17 +365,21 @@ class CglintServer(LanguageServer):
         """For clients that cannot watch files: notice an edited pyproject.toml by its mtime."""
         while True:
             await asyncio.sleep(CONFIG_POLL_SECONDS)
-            try:
-                changed = False
-                for uri, buffer in list(self.buffers.items()):
+            changed = False
+            for uri, buffer in list(self.buffers.items()):
+                try:  # one buffer's failure never stops the watch for the others
                     key = _config_key(buffer.path)
-                    if self._config_seen.setdefault(uri, key) != key:
-                        changed = True
-                if changed:
+                except Exception:
+                    log.exception("watching the configuration of %s failed", uri)
+                    continue
+                if self._config_seen.setdefault(uri, key) != key:
+                    changed = True
+            if changed:
+                try:
                     log.info("configuration changed; linting the open buffers again")
                     self.config_changed()
-            except Exception:
-                log.exception("watching the configuration failed")
+                except Exception:
+                    log.exception("linting after a configuration change failed")
 
     # -- code actions -------------------------------------------------------------------
 
@@ -512,7 +516,7 @@ def build_server() -> CglintServer:
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: CglintServer, params: lsp.DidOpenTextDocumentParams) -> None:
         doc = params.text_document
-        buffer = Buffer(doc.uri, doc.text, doc.version, to_fs_path(doc.uri) if doc.uri.startswith("file:") else None)
+        buffer = Buffer(doc.uri, doc.text, doc.version, fs_path(doc.uri))
         old = ls.buffers.pop(doc.uri, None)
         if old is not None and old.pending is not None:
             old.pending.cancel()

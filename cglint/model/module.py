@@ -20,17 +20,24 @@ from cglint.model.variables import VariableQueries
 from cglint.names import normalize
 
 if TYPE_CHECKING:
+    from cglint.model.project import Project
     from cglint.model.sites import GradientSite
 
 
 class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
     """Everything the rules may ask about one module."""
 
-    def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = ()) -> None:
+    def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = (), *, project: Project | None = None,
+                 path: str | None = None, sites: bool = True) -> None:
         self.module = module
+        # The project index (`project`), this module's file (`path`), and the project files it
+        # read, with their content hashes (`dependencies`): see cglint.model.project.
+        self.project, self.path = project, path
+        self.dependencies: dict[str, str] = {}
         collector = _Collector(self)
         collector.walk(module)
         self.imports: dict[str, str] = reach_imports(collector.imports, tensorflow_aliases, collector.root)
+        self.project_imports = collector.project_imports
         self.root: Scope = collector.root
         self.scope_of: dict[cst.CSTNode, Scope] = collector.scope_of
         self.decorated: list[tuple[cst.FunctionDef, Scope]] = collector.defs
@@ -48,7 +55,7 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         # The imports are complete from here on: qualified names can be remembered per node
         # (kept with the node, so an id is never reused while its entry lives).
         self._qualnames: dict[int, tuple[cst.CSTNode, str | None]] = {}
-        self.sites: list[GradientSite] = self._find_sites()
+        self.sites: list[GradientSite] = self._find_sites() if sites else []
 
     @property
     def imports_tensorflow(self) -> bool:
@@ -103,17 +110,34 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         return [expr]
 
     def helper(self, expr: cst.BaseExpression | None, scope: Scope) -> Helper | None:
-        """The module's own function a name (or a call's callee) refers to in `scope`, when the
-        name is bound to exactly one def there: `dtan` in `dtan(y)` -> `def dtan(a): ...`."""
+        """The function a name (or a call's callee) refers to in `scope`, when the name is bound
+        to exactly one def there: `dtan` in `dtan(y)` -> `def dtan(a): ...`, in this module or,
+        imported (`from .derivatives import dtan`), in another module of the project."""
         if not isinstance(expr, cst.Name):
             return None
+        if scope.lookup(expr.value) is None and expr.value in self.project_imports:
+            found = [(owner, v) for owner, v in self.imported(expr.value)
+                     if isinstance(v, cst.FunctionDef) and v in owner.scope_of]
+            return Helper(found[0][1], found[0][0].scope_of[found[0][1]], found[0][0]) if len(found) == 1 else None
         defs = [v for v in self.resolve(expr, scope) if isinstance(v, cst.FunctionDef) and v in self.scope_of]
         if len(defs) != 1:
             return None
         node = defs[0]
-        return Helper(node, self.scope_of[node])
+        return Helper(node, self.scope_of[node], self)
 
     # ---- module-level questions ----------------------------------------------------------
+
+    def imported(self, name: str) -> list[tuple[ModuleModel, Binding]]:
+        """What a name this module imports from another module of the project is bound to
+        there, with that module's model (`from .state import kernel` -> `kernel = tf.Variable(...)`
+        in state.py); empty for anything else (TensorFlow, installed packages, no project)."""
+        spec = self.project_imports.get(name)
+        if self.project is None or self.path is None or spec is None or spec[2] is None:
+            return []
+        memo = self.__dict__.setdefault("_imported", {})
+        if name not in memo:
+            memo[name] = self.project.symbol(self.path, spec, self.dependencies)
+        return memo[name]
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The node's parent in the module. Fixers need it (which statement holds this

@@ -231,6 +231,8 @@ class _Collector(Walker):
     def __init__(self, model: ModuleModel) -> None:
         self.model = model
         self.imports: dict[str, str] = {}
+        # Every import as the project index resolves it: local name -> (level, module, name).
+        self.project_imports: dict[str, tuple[int, str, str | None]] = {}
         self.root = Scope(node=cst.Module(body=[]), parent=None)
         self.stack: list[Scope] = [self.root]
         self.scope_of: dict[cst.CSTNode, Scope] = {}
@@ -276,12 +278,20 @@ class _Collector(Walker):
             full = _dotted(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 self.imports[alias.asname.name.value] = full
+                self.project_imports[alias.asname.name.value] = (0, full, None)
             else:
                 top = full.split(".")[0]
                 self.imports[top] = top
+                self.project_imports[top] = (0, top, None)
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if not isinstance(node.names, cst.ImportStar):
+            module = _dotted(node.module) if node.module is not None else ""
+            for alias in node.names:
+                name = _dotted(alias.name)
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+                self.project_imports[local] = (len(node.relative), module, name)
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
             return False
         base = _dotted(node.module)

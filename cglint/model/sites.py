@@ -21,10 +21,13 @@ if TYPE_CHECKING:
 
 @dataclass(eq=False)
 class Helper:
-    """A function of the module a name refers to (see `ModuleModel.helper`): its def and scope."""
+    """A function a name refers to (see `ModuleModel.helper`): its def, its scope, and the
+    model of the module defining it (another project module's, for an imported helper: ask it,
+    not the importer, about the helper's body)."""
 
     node: cst.FunctionDef
     scope: Scope
+    model: ModuleModel
 
     @property
     def params(self) -> list[str]:

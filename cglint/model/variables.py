@@ -272,6 +272,9 @@ class VariableQueries:
                 if name.value in found or (scope is site.scope and name.value in inputs):
                     continue
                 if scope.lookup(name.value) is None:
+                    # A module-level variable of another project module (`from .state import w`).
+                    for var in self._imported_weights(name.value):
+                        found.setdefault(var.name, var)
                     continue
                 for var in self.weights(name, scope):
                     inside = var.created_by is not None and self._made_within(var.created_by, site.scope)
@@ -286,6 +289,14 @@ class VariableQueries:
                             var = replace(var, name=f"{var.name}.{weight}", exact=True)
                     found.setdefault(var.name, var)
         return list(found.values())
+
+    def _imported_weights(self, name: str) -> list[Variable]:
+        """The variables an imported name holds, as its defining module says (named as here)."""
+        out = []
+        for owner, value in self.imported(name):
+            held = owner.weights(value, owner.root) if isinstance(value, cst.Name) else owner._weights_of(value, owner.root, 0)
+            out += [replace(v, name=name) for v in held if v.exact]
+        return out
 
     def _uses_weights(self, layer: cst.Attribute) -> bool:
         """Whether a sublayer `self.dense` is used in a way that reads its weights: called

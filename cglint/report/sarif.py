@@ -58,8 +58,9 @@ def _location(path: str, root: Path) -> dict[str, Any]:
 
 
 def _region(line: int, column: int, end_line: int, end_column: int, cell: int | None = None) -> dict[str, Any]:
+    # An empty span on one line still ends at its start; a span over lines may end left of it.
     region: dict[str, Any] = {"startLine": line, "startColumn": column, "endLine": end_line,
-                              "endColumn": max(end_column, column)}
+                              "endColumn": max(end_column, column) if end_line == line else end_column}
     if cell is not None:  # a notebook: lines and columns are within this (1-based) cell
         region["properties"] = {"cell": cell}
     return region

@@ -2,6 +2,7 @@
 
 from typing import Iterator
 
+import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, is_no_gradient
@@ -11,7 +12,8 @@ from cglint.rules.base import Invalid, Rule
 class UpstreamIgnored(Rule):
     """
     ## What it does
-    Flags a grad fn that never reads its upstream gradient(s). A grad fn that returns only
+    Flags a grad fn that never reads its upstream gradient(s), or reads them only for their
+    shape or dtype (`tf.ones_like(dy)`, `tf.shape(dy)`, `dy.shape`). A grad fn that returns only
     `None` or zeros (`tf.zeros_like(x)`) is an intentional gradient stop and is not flagged;
     neither is a grad fn that raises instead of returning. Gradients that differ from the
     true derivative on purpose still use the upstream and are fine: straight-through
@@ -80,7 +82,20 @@ def square(x):
     return x * x, functools.partial(_square_grad, x=x)
 ''',
             at="6:5"),
-    
+        # Reading the upstream for its shape is not using it: in TensorFlow 2.21, `5 * sign_ste(x)`
+        # gave d/dx = 1.0 where the straight-through gradient is 5.0.
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def sign_ste(x):
+    def grad(dy):
+        return tf.ones_like(dy)
+
+    return tf.sign(x), grad
+''',
+            at="6:9"),
     ]
     VALID = [
         '''
@@ -97,6 +112,16 @@ import tensorflow as tf
 def sign_ste(x):
     def grad(dy):
         return dy
+
+    return tf.sign(x), grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def sign_ste(x):
+    def grad(dy):
+        return dy * tf.ones_like(x)
 
     return tf.sign(x), grad
 ''',
@@ -152,15 +177,40 @@ def scaled_square(x):
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         for grad in site.grad_fns:
             upstream = grad.upstream_names
-            if not upstream or any(grad.reads(name) for name in upstream):
+            if not upstream:
+                continue
+            read = [name for name in upstream if grad.reads(name)]
+            if read and not _shape_only(site.model, grad, set(upstream)):
                 continue
             values = [r.value for r in grad.returns if r.value is not None]
             if not values or all(is_no_gradient(site.model, v, grad.scope) for v in values):
                 continue  # raises, or an intentional stop
             names = ", ".join(f"`{n}`" for n in upstream)
+            how = (f"reads its upstream gradient {names} only for its shape or dtype (`ones_like`, `.shape`, ...)"
+                   if read else f"never uses its upstream gradient {names}")
             yield Finding(
                 grad.anchor,
-                f"`{grad.name}` never uses its upstream gradient {names}: the chain rule needs "
+                f"`{grad.name}` {how}: the chain rule needs "
                 "`upstream * local_derivative`, and TensorFlow silently trains on the local derivative "
                 "alone; multiply by the upstream (or return `None`/zeros to stop the gradient on purpose)",
             )
+
+
+# Functions whose result depends on their argument's shape or dtype alone, not its values.
+_SHAPE_ONLY = frozenset({"ones_like", "zeros_like", "shape", "size", "rank", "shape_n", "ones", "zeros", "fill"})
+
+
+def _shape_only(model, grad, names: set[str]) -> bool:
+    """Whether every read of the upstream in the grad fn is for its shape or dtype alone:
+    `tf.ones_like(dy)`, `tf.shape(dy)`, `dy.shape`, `dy.dtype` (its values never flow back)."""
+    body = grad.node.body
+    values = [n for n in model.reads_in(body, frozenset({"shape", "dtype", "get_shape"})) if n.value in names]
+    if not values:
+        return True  # read under `.shape` / `.dtype` only
+    shaped = {id(a.value) for scope in grad.scope.walk() for call in scope.calls
+              if _last_name(call.func) in _SHAPE_ONLY for a in call.args}
+    return all(id(n) in shaped for n in values)
+
+
+def _last_name(func) -> str | None:
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None

@@ -28,6 +28,9 @@ CASES = [
     ("CG004", "VALID", "kernel, bias = self.dense.kernel.value, self.dense.bias.value", "match"),
     ("CG004", "VALID", "trainable=False)\n\n    def call(self, x):\n        mean = self.mean", "match"),
     ("CG005", "INVALID", "    x = tf.tan(x)\n", "mismatch"),  # input rebound to the output
+    ("CG005", "INVALID", "        return dy * 2 * y\n", "mismatch"),  # judged by evaluating the maths
+    ("CG005", "INVALID", "        return dy / (1 + tf.abs(y)) ** 2\n", "mismatch"),
+    ("CG005", "VALID", "    y = x * x\n\n    def grad(dy):\n        return dy * 2 * x\n", "match"),
     ("CG005", "INVALID", "keras.activations.sigmoid(s)", "mismatch"),
     ("CG005", "INVALID", "ops.cosh(t)", "mismatch"),
     ("CG005", "INVALID", "def sec2(a):", "mismatch"),  # a derivative helper two calls deep

@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""Mutation benchmark: inject the bugs real reports show into correct custom-gradient code and
+count how many cglint finds (a script, not a test).
+
+    python bench/mutation.py [--ecosystem] [--runtime] [--limit N] [--json OUT]
+
+Corpus: the fixtures' correct custom-gradient modules (every `*_good.py`, the seed's
+`correct.py`, and the runtime fixtures cglint finds nothing in: the others hold deliberate
+bugs for the runtime check, listed apart), and with `--ecosystem` the
+modules of the ecosystem check's projects (scripts/ecosystem_check.py; its download cache,
+outside the repository) in which cglint finds nothing, the baseline's accepted bugs excluded.
+Each custom-gradient function is mutated once per kind that applies to it:
+
+  output_derivative   the grad fn reads the forward's output where it read its input
+  upstream_ones       the upstream gradient replaced by `tf.ones_like(upstream)`
+  upstream_dropped    the upstream gradient replaced by ones, the grad fn's parameter unused
+  var_reordered       the variable gradients' literal list reversed (two or more)
+  var_flattened       `(input_grads, [dw, ...])` returned flat: `(input_grads, dw, ...)`
+  var_callable        the variable gradients returned as `lambda: [...]`
+  variables_removed   the grad fn's `variables` parameter removed
+  tf_function_forward `@tf.function` under `@tf.custom_gradient`
+  tf_function_grad    `@tf.function` on the grad fn
+  numpy_in_grad       the first input gradient computed through `.numpy()`
+  keyword_call        a call of the function with its inputs by keyword
+  int_positional      a call of the function passing a Python int positionally
+  dtype_changed       the first input gradient cast to float16
+
+A mutant is found when cglint reports a finding on it that it does not report on the original.
+With `--runtime`, each mutant is also run with TensorFlow (`cglint --runtime=all`): a mutant
+whose gradients still match autodiff is harmless and not counted (except for kinds whose harm
+is not in the values: `tf_function_grad` retraces on every call). The table gives, per kind, the
+mutants, those TensorFlow showed harmless, those counted, those found and the recall; and the
+findings on the unmutated code (which should be none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+import libcst as cst
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cglint import engine  # noqa: E402
+from cglint.model import GradientSite, ModuleModel  # noqa: E402
+
+Mutant = tuple[str, str]  # (kind, mutated source)
+
+
+# ---- corpus ----------------------------------------------------------------------------------
+
+def fixture_corpus() -> list[Path]:
+    files = sorted(ROOT.glob("fixtures/rules/*_good.py")) + [ROOT / "fixtures" / "seed" / "correct.py"]
+    files += sorted(ROOT.glob("fixtures/runtime/*.py"))
+    return files
+
+
+def ecosystem_corpus() -> list[Path]:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import ecosystem_check
+
+    src = ecosystem_check.cache_dir(None) / "src"
+    accepted = {line.split(":")[0] for line in (ROOT / "scripts" / "ecosystem_baseline.txt").read_text().splitlines()
+                if line and not line.startswith("#")}
+    out = []
+    for path in sorted(src.rglob("*.py")) if src.is_dir() else []:
+        rel = path.relative_to(src).as_posix()
+        if "custom_gradient" in path.read_text(errors="replace") and not any(rel.endswith(a.split("/", 1)[-1])
+                                                                             for a in accepted):
+            out.append(path)
+    return out
+
+
+# ---- mutations -------------------------------------------------------------------------------
+
+def _replace_names(node: cst.CSTNode, old: str, new: Callable[[], cst.BaseExpression]) -> cst.CSTNode:
+    class Swap(cst.CSTTransformer):
+        def visit_Param(self, _):  # parameters keep their names
+            return False
+
+        def visit_Attribute(self, n):  # `x.shape` reads x, `obj.x` does not
+            n.value.visit(self)
+            return False
+
+        def leave_Name(self, original, updated):
+            return new() if original.value == old else updated
+
+    return node.visit(Swap())
+
+
+def _function_body(fn) -> cst.CSTNode:
+    return fn.body
+
+
+def mutants(module: cst.Module, model: ModuleModel, site: GradientSite) -> Iterator[Mutant]:
+    code = module.code
+
+    def replaced(old: cst.CSTNode, new: cst.CSTNode) -> str:
+        return module.deep_replace(old, new).code  # type: ignore[union-attr]
+
+    tf = next((k for k, v in model.imports.items() if v == "tensorflow"), None)
+    grads = [g for g in site.grad_fns]
+    if not grads:
+        return
+    g = grads[0]
+    body = _function_body(g.node)
+    x = site.inputs[0] if site.inputs else None
+    y = site.outputs[0] if site.outputs and isinstance(site.outputs[0], cst.Name) else None
+    if x and y is not None and y.value != x and g.reads(x):
+        new_body = _replace_names(body, x, lambda: cst.Name(y.value))
+        yield "output_derivative", replaced(body, new_body)
+    if g.upstream_params and tf:
+        dy = g.upstream_params[0]
+        if g.reads(dy):
+            ones = lambda: cst.parse_expression(f"{tf}.ones_like({dy})")  # noqa: E731
+            yield "upstream_ones", replaced(body, _replace_names(body, dy, ones))
+            yield "upstream_dropped", replaced(body, _replace_names(body, dy, lambda: cst.Integer("1")))
+    pairs = [r for r in g.returns if r.pair is not None and isinstance(r.pair[1], (cst.List, cst.Tuple))]
+    if pairs and site.variables:
+        ret = pairs[0]
+        inputs, var = ret.pair  # type: ignore[misc]
+        elements = [e.value for e in var.elements]  # type: ignore[union-attr]
+        if len(elements) >= 2:
+            yield "var_reordered", replaced(var, var.with_changes(elements=list(reversed(var.elements))))
+        if ret.value is not None:
+            flat = cst.Tuple([cst.Element(inputs)] + [cst.Element(e) for e in elements])
+            yield "var_flattened", replaced(ret.value, flat)
+            yield "var_callable", replaced(ret.value, cst.Tuple([cst.Element(inputs), cst.Element(
+                cst.Lambda(cst.Parameters(), var))]))
+    if g.variables_param == "variables" and site.variables and isinstance(g.node, cst.FunctionDef):
+        params = g.node.params
+        kept = [p for p in params.params if p.name.value != "variables"]
+        kwonly = [p for p in params.kwonly_params if p.name.value != "variables"]
+        star = params.star_arg if kwonly or not params.kwonly_params else cst.MaybeSentinel.DEFAULT
+        yield "variables_removed", replaced(params, params.with_changes(params=kept, kwonly_params=kwonly,
+                                                                        star_arg=star))
+    if tf and isinstance(site.forward, cst.FunctionDef) and isinstance(site.wrapper, cst.Decorator):
+        fn = site.forward
+        at = list(fn.decorators).index(site.wrapper) + 1
+        decorators = list(fn.decorators)
+        decorators.insert(at, cst.Decorator(cst.parse_expression(f"{tf}.function")))
+        yield "tf_function_forward", replaced(fn, fn.with_changes(decorators=decorators))
+    if tf and isinstance(g.node, cst.FunctionDef):
+        yield "tf_function_grad", replaced(g.node, g.node.with_changes(
+            decorators=[cst.Decorator(cst.parse_expression(f"{tf}.function")), *g.node.decorators]))
+    first = _first_gradient(g)
+    if first is not None and tf:
+        wrapped = cst.parse_expression(f"{tf}.constant(({cst.Module([]).code_for_node(first)}).numpy())")
+        yield "numpy_in_grad", replaced(first, wrapped)
+        cast = cst.parse_expression(f"{tf}.cast({cst.Module([]).code_for_node(first)}, {tf}.float16)")
+        yield "dtype_changed", replaced(first, cast)
+    calls = model.calls_reaching(site)
+    call = next((c for c, _ in calls if c.args and all(a.keyword is None and not a.star for a in c.args)
+                 and len(c.args) <= len(site.inputs)), None)
+    if call is not None:
+        keyword = call.with_changes(args=[a.with_changes(keyword=cst.Name(name), equal=cst.AssignEqual())
+                                          for a, name in zip(call.args, site.inputs)])
+        yield "keyword_call", replaced(call, keyword)
+        if len(site.inputs) > len(call.args) or site.has_varargs:
+            extra = [*call.args[:-1], call.args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                     cst.Arg(cst.Integer("3"))]
+            yield "int_positional", replaced(call, call.with_changes(args=extra))
+    del code
+
+
+def _first_gradient(g) -> cst.BaseExpression | None:
+    for r in g.returns:
+        if r.pair is not None and not isinstance(r.pair[0], (cst.Tuple, cst.List)):
+            return r.pair[0] if not (isinstance(r.pair[0], cst.Name) and r.pair[0].value == "None") else None
+        if r.elements is None and r.value is not None and not isinstance(r.value, (cst.Name, cst.Tuple)):
+            return r.value
+        if r.elements and len(r.elements) == 1:
+            return r.elements[0]
+    return None
+
+
+# ---- judging ---------------------------------------------------------------------------------
+
+# Kinds whose harm is not in the gradients' values, which is all the runtime check compares:
+# `tf.function` made inside the forward retraces on every call (12-20x slower in TensorFlow
+# 2.21, CG001), with the same values.
+NOT_IN_VALUES = frozenset({"tf_function_grad"})
+
+def findings(source: str, path: str) -> collections.Counter:
+    result = engine.lint_source(source, path)
+    return collections.Counter(d.code for d in result.diagnostics)
+
+
+def runtime_harmless(source: str, name: str, workdir: Path) -> bool | None:
+    """Whether TensorFlow shows the mutant harmless (every function's gradients match
+    autodiff); None when it cannot say (the function was skipped)."""
+    target = workdir / name
+    target.write_text(source)
+    report = workdir / "runtime.json"
+    subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "--runtime=all", "--exit-zero",
+                    "--output-format", "json", "--output-file", str(report), name], cwd=workdir,
+                   capture_output=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=600)
+    try:
+        verdicts = [r["verdict"] for r in json.loads(report.read_text()).get("runtime") or []]
+    except (OSError, ValueError):
+        return None
+    if not verdicts or any(v in ("skipped",) for v in verdicts):
+        return None
+    return all(v == "match" for v in verdicts)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ecosystem", action="store_true", help="add the ecosystem check's downloaded projects")
+    ap.add_argument("--runtime", action="store_true", help="run each mutant with TensorFlow (slow)")
+    ap.add_argument("--limit", type=int, default=0, help="at most this many mutants per kind")
+    ap.add_argument("--json", help="write every mutant's outcome here")
+    args = ap.parse_args()
+    corpus = [(p, "fixtures") for p in fixture_corpus()]
+    if args.ecosystem:
+        corpus += [(p, "ecosystem") for p in ecosystem_corpus()]
+    rows: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    false_findings: list[str] = []
+    runtime_fixtures: list[str] = []
+    outcomes = []
+    sites = 0
+    with tempfile.TemporaryDirectory(prefix="cglint-mutation-") as tmp:
+        work = Path(tmp)
+        for path, origin in corpus:
+            source = path.read_text(errors="replace")
+            result = engine.lint_source(source, path.name)
+            if result.model is None or not result.model.sites:
+                continue
+            if result.diagnostics:
+                # Correct code only: a module with findings is either a bug (the baseline's, a
+                # runtime fixture's deliberate one) or a false finding, which the last line counts.
+                if origin == "fixtures" and path.parent.name == "runtime":
+                    runtime_fixtures.append(f"{path.relative_to(ROOT)}: {sorted(d.code for d in result.diagnostics)}")
+                    continue
+                false_findings += [f"{path.relative_to(ROOT) if origin == 'fixtures' else path}:{d.line} {d.code}"
+                                   for d in result.diagnostics]
+                continue
+            if args.runtime and runtime_harmless(source, path.name, work) is False:
+                continue  # TensorFlow disagrees with the original itself: not correct code
+            module, model = result.module, result.model
+            for site in model.sites:
+                sites += 1
+                for kind, mutated in mutants(module, model, site):
+                    row = rows[kind]
+                    if args.limit and row["mutants"] >= args.limit:
+                        continue
+                    row["mutants"] += 1
+                    harmless = (runtime_harmless(mutated, path.name, work)
+                                if args.runtime and kind not in NOT_IN_VALUES else None)
+                    if harmless:
+                        row["harmless"] += 1
+                        outcomes.append({"file": str(path), "site": site.name, "kind": kind, "harmless": True})
+                        continue
+                    row["counted"] += 1
+                    new = findings(mutated, path.name) - findings(source, path.name)
+                    row["found"] += bool(new)
+                    outcomes.append({"file": str(path), "site": site.name, "kind": kind, "found": sorted(new)})
+    print(f"Corpus: {len(corpus)} modules, {sites} custom-gradient functions in correct modules "
+          f"({'with' if args.runtime else 'without'} TensorFlow's check of each mutant)\n")
+    print("| mutation | mutants | harmless (TensorFlow) | counted | found | recall |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for kind in sorted(rows):
+        r = rows[kind]
+        recall = f"{r['found'] / r['counted']:.2f}" if r["counted"] else "-"
+        print(f"| {kind} | {r['mutants']} | {r['harmless']} | {r['counted']} | {r['found']} | {recall} |")
+    print(f"\nFindings on the unmutated modules: {len(false_findings)}")
+    for f in false_findings:
+        print(f"  {f}")
+    print(f"Runtime fixtures left out (their findings are the bugs they were written to show): {runtime_fixtures}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(outcomes, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
