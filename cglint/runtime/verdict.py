@@ -480,12 +480,34 @@ class _Decider:
                     break
         return out
 
+    def conjugated(self, ks) -> list:
+        """Complex inputs whose custom gradient is the conjugate of autodiff's on every probe:
+        TensorFlow's gradient for a complex input is upstream * conj(f'(z))."""
+        out = []
+        for k in ks:
+            # Elementwise ops only (one upstream of the input's shape): custom u*g against
+            # autodiff u*conj(g) means c*conj(u) == conj(a)*u.
+            probes = [(c[k], a[k], ups[0] if len(ups) == 1 else None)
+                      for c, a, ups in zip(self.m.customs, self.m.autos, self.m.upstreams)]
+            if all(c is not None and a is not None and u is not None and np.iscomplexobj(a)
+                   and np.iscomplexobj(u) and finite(c) and finite(a) and norm(np.imag(a)) > 0
+                   and np.shape(c) == np.shape(a) == np.shape(u)
+                   and close(np.asarray(c) * np.conj(u), np.conj(a) * np.asarray(u), self.args[k], self.opts, 0.0)[0]
+                   for c, a, u in probes):
+                out.append(k)
+        return out
+
     def summarise(self, results) -> GradientReport:
         bad = [k for k, r in results.items() if r[0] == "mismatch"]
         ref_mismatch = [k for k in bad if results[k][1] == "autodiff"
                         and results[k][2] is not None and np.isfinite(results[k][2])]
         if self.m.mode in ("second-order", "forward"):
             ref_mismatch = []
+        for k in self.conjugated(ref_mismatch):
+            v, ref, e, d = results[k]
+            results[k] = (v, ref, e, f"{d}: the complex conjugate of autodiff's gradient (TensorFlow's "
+                          "gradient for a complex input is upstream * conj(f'(z)): tf.math.conj missing or extra)")
+            ref_mismatch.remove(k)
         swaps = self.swapped(bad)
         if swaps:
             where = (" (`variables` comes sorted by name here)"
@@ -586,6 +608,8 @@ class _Decider:
         for check in (self.upstream_ignored, self.nondeterministic):
             found = check()
             if found:
+                if pre:  # a wrong shape or dtype is the same gradient's bug too: say it as well
+                    found.detail = "; ".join([found.detail, *pre.values()])
                 return found
         return self.classify(pre)
 

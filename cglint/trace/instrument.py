@@ -94,6 +94,16 @@ def _is_tensor(x) -> bool:
     return hasattr(x, "dtype") and hasattr(x, "shape") and hasattr(getattr(x, "dtype"), "is_floating")
 
 
+def _keyword_tensors(args, kwargs) -> list[str]:
+    """`name=` for each float tensor passed by keyword, when no positional argument is a tensor."""
+    from tensorflow.python.util import nest
+
+    if not kwargs or any(_is_tensor(x) for x in nest.flatten(list(args))):
+        return []
+    return [f"{k}=" for k, v in kwargs.items()
+            if any(_is_tensor(x) and (x.dtype.is_floating or x.dtype.is_complex) for x in nest.flatten(v))]
+
+
 def signature(args) -> tuple:
     """One entry per flattened positional input: ("tensor", dtype name, shape with None for
     unknown dimensions, or None for unknown rank) for tensors and variables, ("python", type
@@ -402,7 +412,16 @@ class Tracer:
         rec.eager[sig] = n + 1
         for s in covers:
             rec.symbolic[s]["covered"] = True
-        report = self.check(f, args, kwargs, rec.intentional)
+        by_keyword = _keyword_tensors(args, kwargs)
+        if by_keyword:
+            # TensorFlow's custom_gradient takes positional arguments as its inputs: with every
+            # tensor passed by keyword the grad fn is never called (autodiff's gradient is used).
+            report = {"verdict": "error", "reference": None, "max_rel_error": None,
+                      "detail": f"called with its tensors as keyword arguments only ({', '.join(by_keyword)}): "
+                                "TensorFlow's custom_gradient differentiates positional arguments only, so the "
+                                "grad fn is never used and autodiff's gradient is returned; pass them positionally"}
+        else:
+            report = self.check(f, args, kwargs, rec.intentional)
         self.emit({"event": "check", "function": rec.key, "how": "eager", "signature": describe_signature(sig),
                    "covers": [describe_signature(s) for s in covers], "variant": list(rec.variant), "report": report})
 
@@ -463,7 +482,12 @@ class Tracer:
             try:
                 with _quiet(), _rng_preserved(), _no_new_variables():
                     check_gradient = _import_check()
-                    fn = functools.partial(f, **kwargs) if kwargs else f
+                    fn = f
+                    if kwargs:
+                        # custom_gradient reads the forward's name (a bare partial has none)
+                        fn = functools.partial(f, **kwargs)
+                        fn.__name__ = getattr(f, "__name__", "forward")
+                        fn.__qualname__ = getattr(f, "__qualname__", fn.__name__)
                     box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional,
                                                    **self.tolerances).to_dict()
             except BaseException as e:  # the check must never reach the user's program

@@ -184,6 +184,43 @@ def test_collapsed_gradient_is_mismatch_with_both_shapes_and_unbroadcastable_is_
     assert r.detail == "the gradient for x has shape (3, 2) but x has shape (2, 3)"
 
 
+def test_constant_gradient_of_a_fixed_shape_names_the_shape_too():
+    # tensorflow#26270: a grad fn returning tf.fill of the shape seen while building, (1, 5, 8),
+    # for a (2, 5, 8) input: the upstream is ignored and the shape is wrong; both are said.
+    @tf.custom_gradient
+    def f(x):
+        return tf.sin(x), lambda u: tf.fill((1, 5, 8), 1.0)
+
+    r = check_gradient(f, tf.ones([2, 5, 8]))
+    assert r.verdict == "mismatch"
+    assert r.detail.startswith("upstream gradient ignored")
+    assert "d/x has shape (1, 5, 8) but x has shape (2, 5, 8): a broadcast-collapsed gradient" in r.detail
+
+
+def test_complex_gradient_without_the_conjugate_is_named():
+    # tensorflow#3348: TensorFlow's gradient for complex z is upstream * conj(f'(z)).
+    z = tf.constant([1.0 + 2.0j, -0.5 + 0.25j], dtype=tf.complex64)
+
+    @tf.custom_gradient
+    def unconjugated(z):
+        return z * z, lambda u: u * 2.0 * z
+
+    @tf.custom_gradient
+    def conjugated(z):
+        return z * z, lambda u: u * tf.math.conj(2.0 * z)
+
+    r = check_gradient(unconjugated, z)
+    assert r.verdict == "mismatch" and "the complex conjugate of autodiff's gradient" in r.detail, r.detail
+    assert check_gradient(conjugated, z).verdict == "match"
+
+    @tf.custom_gradient
+    def doubled(z):  # wrong, but not by a conjugate: not called one
+        return z * z, lambda u: u * tf.math.conj(4.0 * z)
+
+    r = check_gradient(doubled, z)
+    assert r.verdict == "mismatch" and "conjugate" not in r.detail, r.detail
+
+
 def test_log1pexp_at_100_matches_finite_differences():
     @tf.custom_gradient
     def log1pexp(x):

@@ -165,6 +165,50 @@ def test_trace_script_missing_variables_is_an_error_at_the_def_line(tmp_path):
             "checked after the command") in err
 
 
+KEYWORDS = """import tensorflow as tf
+
+
+@tf.custom_gradient
+def mse(pred, target):
+    diff = pred - target
+
+    def grad(dy):
+        print("grad fn used")
+        return dy * 2.0 * diff, -dy * 2.0 * diff
+
+    return tf.reduce_sum(diff * diff), grad
+
+
+@tf.custom_gradient
+def scaled(x, factor=1.0):
+    def grad(dy):
+        return dy * 2.0 * factor * x
+
+    return factor * x * x, grad
+
+
+p, t = tf.constant([1.0, 2.0]), tf.constant([0.5, 0.0])
+with tf.GradientTape() as tape:
+    tape.watch(p)
+    loss = mse(pred=p, target=t) + tf.reduce_sum(scaled(p, factor=3.0))
+print(tape.gradient(loss, p).numpy())
+"""
+
+
+def test_trace_keyword_only_tensors_are_an_error_and_python_keywords_are_checked(tmp_path):
+    (tmp_path / "script.py").write_text(KEYWORDS)
+    out = tmp_path / "report.json"
+    proc = trace(sys.executable, "script.py", cwd=tmp_path, options=("--output-format", "json", "--output-file", out))
+    # TensorFlow skips the grad fn when every tensor is a keyword: the program runs on autodiff's gradient
+    assert "grad fn used" not in proc.stdout and proc.stdout.strip() == "[ 7. 16.]", proc.stdout
+    assert proc.returncode == 1, proc.stderr
+    by_name = {r["function"]: r for r in json.loads(out.read_text())["runtime"]}
+    assert by_name["mse"]["verdict"] == "error"
+    assert "keyword arguments only (pred=, target=)" in by_name["mse"]["detail"]
+    # a Python number by keyword is bound for the check (which once failed on the partial's name)
+    assert by_name["scaled"]["verdict"] == "match", by_name["scaled"]
+
+
 SIDE_EFFECTS = """import gc, random
 import numpy as np
 import tensorflow as tf
