@@ -377,7 +377,7 @@ class _Decider:
             if all(zero(a) for a in as_) and not c_ok and self._staircase(k):
                 return ("intentional", "autodiff", emax,
                         f"straight-through estimator: the forward is piecewise constant in {arg.name} "
-                        "(tiny steps leave it unchanged; autodiff gives zero or none), the custom gradient "
+                        "(tiny steps leave it unchanged or make it jump; autodiff gives zero or none), the custom gradient "
                         "passes one through")
             if not finite_ad or no_reference:
                 if no_reference:

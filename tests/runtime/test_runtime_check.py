@@ -483,3 +483,17 @@ def test_a_forward_that_fails_the_same_way_on_every_input_is_an_error_not_skippe
     assert no_inputs_report(["InvalidArgumentError: Input to reshape is a tensor with 6 values",
                              "InvalidArgumentError: Input to reshape is a tensor with 3 values"]).verdict == "skipped"
     assert no_inputs_report(["TypeError: indices must be integers"] * 3).verdict == "skipped"
+
+
+def test_a_quantiser_with_every_input_on_a_rounding_edge_is_still_a_straight_through_estimator():
+    """larq's DoReFa in its own tests: zeros map to 0.5, and 0.5 * 3 sits on a rounding edge, so
+    every tiny step makes the output jump; the jump does not shrink with the step, as a smooth
+    forward's change would."""
+    @tf.custom_gradient
+    def k_bit(x):
+        return tf.round(x * 3.0) / 3.0, lambda dy: dy
+
+    r = check_gradient(k_bit, tf.fill([4, 6], 0.5))
+    assert r.verdict == "intentional" and "piecewise constant" in r.detail, r.detail
+    smooth = check_gradient(lambda x: (tf.sin(x), lambda dy: dy), tf.random.stateless_normal([4, 6], seed=[1, 2]))
+    assert smooth.verdict == "mismatch", smooth.detail
