@@ -27,6 +27,9 @@ from typing import Iterable
 from cglint.diagnostics import Diagnostic, FileResult
 
 VERSION = 1
+# A baseline larger than this is not read (a device or a dump named in pyproject.toml must not
+# exhaust memory); about 400,000 findings.
+MAX_BYTES = 64 * 2**20
 
 
 class BaselineError(ValueError):
@@ -87,12 +90,16 @@ class Baseline:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Baseline:
+        from cglint import files
+
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise BaselineError(f"baseline file not found: {path} (create it with --write-baseline {path})") from None
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        if not path.exists() and not path.is_symlink():
+            raise BaselineError(f"baseline file not found: {path} (create it with --write-baseline {path})")
+        try:  # the guarded reader: a regular file of sane size, never a device or a FIFO
+            data = json.loads(files.read_bytes(str(path), MAX_BYTES, what="a baseline")[0].decode("utf-8"))
+        except files.ReadError as exc:
+            raise BaselineError(str(exc)) from None
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise BaselineError(f"cannot read baseline {path}: {exc}") from None
         if not isinstance(data, dict) or data.get("version") != VERSION or not isinstance(data.get("findings"), list):
             raise BaselineError(f"{path} is not a cglint baseline (version {VERSION})")
@@ -113,13 +120,14 @@ class Baseline:
             baseline.counts.update(key for key, _ in keys(result, baseline.anchor))
         return baseline
 
-    def write(self) -> None:
-        from cglint.fix import write_atomic
+    def write(self, root: str | os.PathLike[str] | None = None) -> None:
+        """Through the guarded writer: never through a link leading out of `root`."""
+        from cglint import files
 
         findings = [{"path": p, "code": c, "line_hash": h, **({"count": n} if n > 1 else {})}
                     for (p, c, h), n in sorted(self.counts.items())]
         text = json.dumps({"version": VERSION, "tool": "cglint", "findings": findings}, indent=2) + "\n"
-        write_atomic(self.path, text)
+        files.write(self.path, text, root=root)
 
     def filter(self, results: list[FileResult]) -> Outcome:
         """Drop the findings the baseline records (in place); count what was hidden and which

@@ -13,6 +13,8 @@ each fix's description and safety, not its tree edits.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from typing import Callable, Sequence
 
 from cglint import engine, files
@@ -119,5 +121,38 @@ def _in_pool(todo, n_jobs: int):
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     work = [(path, source, codes) for _, path, source, codes in todo]
     chunk = max(1, len(work) // (n_jobs * 4))
-    with context.Pool(n_jobs) as pool:
+    try:
+        _can_start_threads(3)  # the pool's handler threads, before any worker is forked
+        pool = context.Pool(n_jobs)
+    except (OSError, RuntimeError) as exc:
+        # A process or thread limit (a container's pids limit, a tight address-space limit).
+        # Workers already forked would hold the output pipe open forever, and the pool's
+        # worker handler (if it started) would fork them again: stop both, lint here.
+        from multiprocessing import pool as pool_module
+
+        for thread in threading.enumerate():
+            if getattr(thread, "_target", None) is pool_module.Pool._handle_workers:
+                thread._state = pool_module.TERMINATE
+                thread.join()
+        for child in multiprocessing.active_children():
+            child.kill()
+            child.join()
+        sys.stderr.write(f"cglint: warning: cannot start {n_jobs} worker processes ({exc}); linting in this process\n")
+        yield from map(_lint_one, work)
+        return
+    with pool:
         yield from pool.imap(_lint_one, work, chunksize=chunk)
+
+
+def _can_start_threads(n: int) -> None:
+    """Raises RuntimeError when `n` more threads cannot run at once."""
+    release = threading.Event()
+    threads = [threading.Thread(target=release.wait, daemon=True) for _ in range(n)]
+    try:
+        for thread in threads:
+            thread.start()
+    finally:
+        release.set()
+        for thread in threads:
+            if thread.ident is not None:
+                thread.join()

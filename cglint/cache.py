@@ -11,8 +11,14 @@ An entry holds the key it was made under (cglint's version and a fingerprint of 
 effective settings and the codes checked in that file) and the SHA-256 of the file's text, then
 the diagnostics and warnings. It is used only when all of them match; anything else (another
 version, another configuration, a corrupt or truncated entry, a file that is not an entry) is a
-miss, and the entry is rewritten after the file is linted. Writes go to a temporary file in the
-same directory, then `os.replace`, so concurrent runs see a whole entry or none.
+miss, and the entry is rewritten after the file is linted. Writes go through the guarded
+writer (a temporary file in the same directory, then `os.replace`), so concurrent runs see a
+whole entry or none.
+
+Whoever can write the cache decides the report, so it is trusted only as far as its owner: a
+cache directory that is a symbolic link, not owned by the user, or writable by others is not
+used (`Cache.problem`, one warning); entries are read like linted files (regular files only,
+no symbolic links, a size cap) and every field is checked before use.
 
 Only files that mention `custom_gradient` get entries. The others are remembered in one
 small index per cglint code version (`quiet/`), by identity (device, inode, size, modification
@@ -26,14 +32,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import re
+import stat
 import time
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from cglint import __version__
-from cglint.diagnostics import Diagnostic, FileResult, Fix
+from cglint import __version__, files
+from cglint.diagnostics import APPLICABILITIES, Diagnostic, FileResult, Fix
 
 CACHE_DIR_NAME = ".cglint_cache"
 ENV_VAR = "CGLINT_CACHE_DIR"
@@ -42,6 +49,8 @@ _CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                  "# This file is a cache directory tag created by cglint.\n"
                  "# For information about cache directory tags, see: https://bford.info/cachedir/\n")
 _FORMAT = 2
+# An entry or the quiet index larger than this is not read (a planted /dev/zero-like file).
+_MAX_ENTRY_BYTES = 8 * 2**20
 
 
 def directory_for(root: Path, option: str | None = None) -> Path:
@@ -75,7 +84,26 @@ class Cache:
         self._quiet: dict[str, list[int]] | None = None
         self._quiet_changed = False
         self._ready = False
+        self._refused = False
         self.hits = self.misses = 0
+
+    def problem(self) -> str | None:
+        """Why this cache must not be used (a warning to print), or None. A directory someone
+        else owns or can write lets them hide findings or inject fake ones; a symbolic link
+        sends writes elsewhere. After this says so, the cache is neither read nor written."""
+        for directory in (self.root, self.directory, self._quiet_path.parent):
+            try:
+                st = os.lstat(directory)
+            except FileNotFoundError:
+                break  # made by this run (`_prepare` looks again)
+            except (OSError, ValueError) as exc:
+                why = f"cannot be used ({exc})"
+            else:
+                why = _untrusted(st)
+            if why:
+                self._refused = True
+                return f"cache directory {directory} {why}; not used (--cache-dir or --no-cache)"
+        return None
 
     # -- lookups -------------------------------------------------------------------------
 
@@ -91,15 +119,19 @@ class Cache:
     def get(self, path: str, source: str, codes: Iterable[Any]) -> FileResult | None:
         """The cached result for `path` with this text and these codes, or None."""
         try:
-            with open(self._entry(path), "rb") as fh:
-                entry = json.loads(fh.read())
+            if self._refused:
+                raise LookupError
+            entry = json.loads(_read(self._entry(path)))
             if (entry.get("key") != self._file_key(codes) or entry.get("content") != _digest(source)
                     or any(_file_digest(dep) != digest for dep, digest in entry.get("dependencies", {}).items())):
                 raise LookupError  # stale: the file, or a project module it imports, changed
-            diagnostics = [_diagnostic(d, path) for d in entry["diagnostics"]]
-            result = FileResult(path, source, diagnostics, parsed=bool(entry["parsed"]),
-                                warnings=[str(w) for w in entry["warnings"]], dependencies=entry.get("dependencies", {}))
-        except (OSError, ValueError, LookupError, TypeError, AttributeError):
+            codes = {c if isinstance(c, str) else c.code for c in codes} | {"CG000"}
+            diagnostics = [_diagnostic(_valid(d, codes), path) for d in entry["diagnostics"]]
+            if not isinstance(entry["warnings"], list) or not all(isinstance(w, str) for w in entry["warnings"]):
+                raise TypeError
+            result = FileResult(path, source, diagnostics, parsed=bool(entry["parsed"]), warnings=entry["warnings"],
+                                dependencies=entry.get("dependencies", {}))
+        except (OSError, ValueError, LookupError, TypeError, AttributeError, RecursionError):
             self.misses += 1  # absent, foreign, stale or corrupt: lint, then rewrite it
             return None
         self.hits += 1
@@ -111,7 +143,7 @@ class Cache:
                  "warnings": list(result.warnings), "diagnostics": [_stored(d, result) for d in result.diagnostics]}
         try:
             self._prepare()
-            _write_atomic(self._entry(path), json.dumps(entry, separators=(",", ":")).encode())
+            self._write(self._entry(path), json.dumps(entry, separators=(",", ":")).encode())
         except OSError:
             pass  # a read-only or full disk makes the cache useless, never the run wrong
 
@@ -158,30 +190,40 @@ class Cache:
         try:
             self._prepare()
             self._quiet_path.parent.mkdir(exist_ok=True)
-            _write_atomic(self._quiet_path, json.dumps(self._quiet, separators=(",", ":")).encode())
+            if self.problem():
+                return
+            self._write(self._quiet_path, json.dumps(self._quiet, separators=(",", ":")).encode())
             self._quiet_changed = False
         except OSError:
             pass
 
     def _load_quiet(self) -> dict[str, list[int]]:
         try:
-            with open(self._quiet_path, "rb") as fh:
-                data = json.loads(fh.read())
-            if isinstance(data, dict):
-                return data
-        except (OSError, ValueError):
+            if not self._refused:
+                data = json.loads(_read(self._quiet_path))
+                if isinstance(data, dict):
+                    return data
+        except (OSError, ValueError, RecursionError):
             pass
         return {}
 
     def _prepare(self) -> None:
         if self._ready:
             return
+        if self._refused:
+            raise PermissionError("cache not used")
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.problem():  # someone else's all along, or swapped since the first look
+            raise PermissionError("cache not used")
         for name, body in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
             target = self.root / name
             if not target.exists():
-                _write_atomic(target, body.encode())
+                self._write(target, body.encode())
         self._ready = True
+
+    def _write(self, target: Path, data: bytes) -> None:
+        # The path itself is replaced, never a link's target; nothing is written outside the cache.
+        files.write(target, data, root=self.root, follow=False)
 
 
 def usable_for(*, fixing: bool, runtime: bool, add_noqa: bool, output_format: str, unused_noqa: bool = False) -> bool:
@@ -211,11 +253,11 @@ def _digest(source: str) -> str:
 
 
 def _file_digest(path: str) -> str | None:
-    """A file's bytes hashed as cglint.model.project hashes an imported module."""
+    """A file's bytes hashed as cglint.model.project hashes an imported module. The path comes
+    from a cache entry: read through the guarded reader (a regular file within the size limit)."""
     try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
-    except OSError:
+        return hashlib.sha256(files.read_bytes(str(path), what="a module the cached file imports")[0]).hexdigest()
+    except (OSError, ValueError):
         return None
 
 
@@ -269,15 +311,47 @@ def _identity(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _write_atomic(target: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def _read(path: Path) -> bytes:
+    return files.read_bytes(str(path), _MAX_ENTRY_BYTES, what="a cache entry", follow=False)[0]
+
+
+def _untrusted(st: os.stat_result) -> str | None:
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid != os.geteuid():
+        return "is not owned by you"
+    # Group-writable is fine for the user's own group (the usual umask 002 with per-user groups).
+    if st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != os.getegid()):
+        return "is writable by others"
+    return None
+
+
+_CODE = re.compile(r"CG\d{3}\Z")
+_POSITIONS = ("line", "column", "end_line", "end_column")
+
+
+def _valid(stored: Any, codes: set[str]) -> dict[str, Any]:
+    """A stored diagnostic checked field by field (TypeError otherwise): positions are small
+    integers, the code one of those checked in this file, texts are strings, a fix's edits are
+    well-formed. What reports print is escaped there, whatever its origin."""
+    if not isinstance(stored, dict) or not set(_FIELDS) <= stored.keys():
+        raise TypeError
+    if not all(type(stored[k]) is int and 0 <= stored[k] < 2**31 for k in _POSITIONS):
+        raise TypeError
+    if not (isinstance(stored["code"], str) and _CODE.match(stored["code"]) and stored["code"] in codes):
+        raise TypeError
+    if not all(isinstance(stored[k], str) for k in ("name", "severity", "message")):
+        raise TypeError
+    fix = stored.get("fix")
+    if fix is not None:
+        if not (isinstance(fix, dict) and fix.get("applicability") in APPLICABILITIES
+                and isinstance(fix.get("description"), str) and isinstance(fix.get("json_edits"), list)):
+            raise TypeError
+        for edit in fix["json_edits"]:
+            if not (isinstance(edit, dict) and isinstance(edit.get("content"), str)
+                    and all(isinstance(edit.get(k), dict) and type(edit[k].get("row")) is int
+                            and type(edit[k].get("column")) is int for k in ("location", "end_location"))):
+                raise TypeError
+    return stored

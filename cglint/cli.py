@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     fix = p.add_argument_group("fixes and suppressions")
     fix.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     fix.add_argument("--unsafe-fixes", action="store_true", help="apply (or offer) unsafe fixes as well")
+    fix.add_argument("--verify", action="store_true",
+                     help="with --fix or --diff: apply unsafe fixes only where the fixed function then matches "
+                          "TensorFlow's autodiff (runs the module, as --runtime does; needs TensorFlow)")
     fix.add_argument("--diff", action="store_true", help="print the fixes as a unified diff and write nothing")
     fix.add_argument("--show-fixes", action="store_true", help="with --fix or --diff: list the fixes per file and rule")
     fix.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments for every current finding")
@@ -127,6 +130,10 @@ def entry() -> None:
     same way. Output is flushed first, and nothing else is pending by then: the cache is written
     and a `--jobs` pool closed before `main` returns. The language server and `trace` (which
     runs a command) exit as usual."""
+    if sys.argv[1:2] != ["lsp"]:
+        from cglint import files
+
+        files.guard_signals()  # SIGTERM/SIGHUP end the run as Ctrl-C does, temporary files removed
     code = main()
     if sys.argv[1:2] in (["lsp"], ["trace"]):
         raise SystemExit(code)
@@ -155,19 +162,23 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ERROR
     try:
         return _run(argv)
-    except KeyboardInterrupt:
-        return EXIT_ERROR
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP (files.guard_signals)
+        return _fail("interrupted")
     except BrokenPipeError:
         return EXIT_ERROR
 
 
 def _fail(message: str) -> int:
-    print(f"cglint: error: {message}", file=sys.stderr)
+    from cglint.report import printable  # file names and messages may come from the tree
+
+    print(f"cglint: error: {printable(message)}", file=sys.stderr)
     return EXIT_ERROR
 
 
 def _warn(message: str) -> None:
-    print(f"cglint: warning: {message}", file=sys.stderr)
+    from cglint.report import printable
+
+    print(f"cglint: warning: {printable(message)}", file=sys.stderr)
 
 
 def _plural(n: int, word: str) -> str:
@@ -200,6 +211,8 @@ def _run(argv: list[str] | None) -> int:
         return EXIT_CLEAN
     if args.add_noqa and (args.fix or args.diff):
         return _fail("--add-noqa cannot be combined with --fix or --diff")
+    if args.verify and not (args.fix or args.diff):
+        return _fail("--verify checks fixes: use it with --fix or --diff")
 
     paths = args.paths or ["."]
     stdin = paths == ["-"]
@@ -267,6 +280,9 @@ def _run(argv: list[str] | None) -> int:
 
         store = None if args.no_cache else caching.Cache(
             caching.directory_for(settings.root, args.cache_dir), caching.settings_key(settings))
+        if store is not None and store.problem():
+            _warn(store.problem())
+            store = None
         results = batch.lint_paths(list(found), settings.codes_for, cache=store, jobs=args.jobs,
                                    on_error=failed)
         found = iter(())
@@ -278,7 +294,7 @@ def _run(argv: list[str] | None) -> int:
 
                 rules = rule_classes(rules)
             if fixing:
-                outcome = _fix_one(path, rules, args, exempt)
+                outcome = _fix_one(path, rules, args, exempt, _write_root(path, paths, settings))
                 if outcome.not_written:
                     _fail(f"{path}: {outcome.not_written}")
                     failed_paths += 1
@@ -292,7 +308,7 @@ def _run(argv: list[str] | None) -> int:
             else:
                 result = engine.lint_file(path, rules)
                 if args.add_noqa and result.diagnostics:
-                    noqa_added += _add_noqa(path, result)
+                    noqa_added += _add_noqa(path, result, _write_root(path, paths, settings))
                 results.append(result)
         except OSError as exc:
             _fail(str(exc) if isinstance(exc, files.ReadError) else f"{path}: {exc.strerror or exc}")
@@ -383,6 +399,17 @@ def _show_fixes(shown, would: bool, to_stdout: bool) -> bool:
     return bool(text)
 
 
+def _write_root(path: str, paths: list[str], settings) -> str:
+    """What a write to `path` must stay inside: the directory named on the command line that
+    it was found in, else the project root (symbolic links in the tree never lead out of it)."""
+    from cglint import files
+
+    for named in paths:
+        if os.path.isdir(named) and files.inside(os.path.abspath(path), os.path.abspath(named)):
+            return named
+    return str(settings.root)
+
+
 def _recorded_by_baseline(args, settings):
     """With --fix/--diff and a baseline: what `fix_source` must leave alone (the findings the
     report will hide are not rewritten either); an exit status if the baseline is unreadable."""
@@ -397,10 +424,24 @@ def _recorded_by_baseline(args, settings):
         return _fail(str(exc))
 
 
-def _fix_one(path: str, rules, args, exempt=None):
+def _fix_one(path: str, rules, args, exempt=None, root: str | None = None):
     from cglint import fix
 
-    outcome = fix.fix_file(path, rules, unsafe=args.unsafe_fixes, write=not args.diff, exempt=exempt)
+    if args.verify and not path.endswith(".ipynb"):
+        from cglint import verify
+
+        checked = verify.fix_and_verify(path, rules, exempt, timeout=args.runtime_timeout or 120.0,
+                                        write=not args.diff, root=root)
+        for v in checked.verdicts:
+            if v.kept:
+                _note(args, f"{path}:{v.line}: {v.function}: unsafe fixes verified against autodiff ({v.verdict}: {v.detail})")
+            else:
+                _warn(f"{path}:{v.line}: {v.function}: unsafe fixes not applied: the fixed function is "
+                      f"{v.verdict} against autodiff ({v.detail})")
+        outcome = checked.outcome
+    else:
+        outcome = fix.fix_file(path, rules, unsafe=args.unsafe_fixes, write=not args.diff, exempt=exempt,
+                               root=root)
     for dropped in outcome.dropped:
         _warn(f"{path}:{dropped.line}: {dropped.code} fix not applied: {dropped.reason}")  # `cell 3:4` in a notebook
     if not outcome.converged:
@@ -419,7 +460,7 @@ def _diff(path: str, old: str, new: str) -> str:
     return text
 
 
-def _add_noqa(path: str, result) -> int:
+def _add_noqa(path: str, result, root: str) -> int:
     from cglint import files, fix, noqa
 
     if result.notebook is not None:  # comments go on the cells' lines; the JSON around them stays
@@ -433,7 +474,7 @@ def _add_noqa(path: str, result) -> int:
         for place in places:
             _warn(f"{path}:{place}: cannot add `# noqa` here (the line ends inside a string or continues)")
         if new_raw is not None:
-            fix.write_atomic(path, new_raw.encode("utf-8"))
+            fix.write_atomic(path, new_raw.encode("utf-8"), root=root)
         return changed
 
     new, changed, skipped = noqa.add_noqa(result.source, result.diagnostics)
@@ -446,7 +487,7 @@ def _add_noqa(path: str, result) -> int:
         read = files.read(path)
         if read.text != result.source:
             raise files.ReadError(path, "changed on disk since cglint read it; not written")
-        fix.write_back(read, new)
+        fix.write_back(read, new, root)
     return changed
 
 
@@ -458,9 +499,9 @@ def _apply_baseline(args, settings, results) -> int | None:
     if args.write_baseline:
         baseline = Baseline.from_results(args.write_baseline, results)
         try:
-            baseline.write()
+            baseline.write(settings.root)
         except OSError as exc:
-            return _fail(f"{args.write_baseline}: cannot write: {exc.strerror}")
+            return _fail(f"{args.write_baseline}: cannot write: {_why(exc)}")
         total = sum(baseline.counts.values())
         print(f"Wrote {_plural(total, 'finding')} to the baseline {args.write_baseline}.", file=sys.stderr)
         return EXIT_CLEAN
@@ -478,9 +519,9 @@ def _apply_baseline(args, settings, results) -> int | None:
     if outcome.stale_count:
         if args.prune_baseline:
             try:
-                baseline.pruned(outcome.stale).write()
+                baseline.pruned(outcome.stale).write(settings.root)
             except OSError as exc:
-                return _fail(f"{where}: cannot write: {exc.strerror}")
+                return _fail(f"{where}: cannot write: {_why(exc)}")
             note += f"; pruned {_plural(outcome.stale_count, 'stale entry').replace('entrys', 'entries')}"
         else:
             note += (f"; {_plural(outcome.stale_count, 'stale entry').replace('entrys', 'entries')} (fixed or gone: "
@@ -522,12 +563,9 @@ def _report(args, settings, results, fixed: int, errors: int = 0) -> int:
         from cglint import fix as fixmod
 
         try:
-            fixmod.write_atomic(args.output_file, text)
+            fixmod.write_atomic(args.output_file, text, root=settings.root)
         except OSError as exc:
-            from cglint.files import ReadError
-
-            reason = exc.reason if isinstance(exc, ReadError) else (exc.strerror or str(exc)).lower()
-            return _fail(f"{args.output_file}: cannot write: {reason}")
+            return _fail(f"{args.output_file}: cannot write: {_why(exc)}")
     else:
         sys.stdout.write(text)
     remaining = sum(len(r.diagnostics) for r in results)
@@ -541,6 +579,12 @@ def _report(args, settings, results, fixed: int, errors: int = 0) -> int:
     return EXIT_FINDINGS if (remaining or failed) and not args.exit_zero else EXIT_CLEAN
 
 
+def _why(exc: OSError) -> str:
+    from cglint import files
+
+    return files.why(exc)
+
+
 def _sarif_root(settings):
     """SARIF URIs are relative to the repository: the enclosing git work tree, else the
     configuration's root (the cwd without one)."""
@@ -551,26 +595,47 @@ def _sarif_root(settings):
     return settings.root
 
 
+def _echo(data: bytes) -> None:
+    """Bytes to stdout as they are (an in-process caller's text stdout gets them decoded)."""
+    sys.stdout.flush()
+    if hasattr(sys.stdout, "buffer"):
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        sys.stdout.write(data.decode("utf-8", "surrogateescape"))
+
+
 def _run_stdin(args, settings) -> int:
     """`cglint - --stdin-filename ops.py`: lint (or, with --fix, fix) an editor buffer. Fixed
     source goes to stdout, the report to stderr, as ruff does."""
-    from cglint import engine, fix
+    from cglint import engine, fix, notebook, source as pysource
     from cglint.report import Context, render
 
-    source = sys.stdin.buffer.read().decode("utf-8-sig", errors="replace")
+    # Decoded as files are (BOM, coding cookie, strict UTF-8), and written back the same way:
+    # an editor replaces its buffer with what --fix prints.
+    raw = sys.stdin.buffer.read()
     name = args.stdin_filename or "<stdin>"
     if args.stdin_filename and settings.force_exclude and settings.is_excluded(name, False, True):
         if args.fix:
-            sys.stdout.write(source)
+            _echo(raw)
         return EXIT_CLEAN
     rules = _with_unused_noqa(settings.codes_for(name) if args.stdin_filename else settings.codes, args)
-    from cglint import notebook
-
     nb = notebook.is_notebook(name)  # the buffer is a notebook's JSON
     if nb:
         from cglint.rules import rules as rule_classes
 
         rules = rule_classes(rules)
+    try:
+        decoded = pysource.decode(raw)
+    except pysource.UndecodableError as exc:  # nothing cglint can fix: the buffer as it came
+        result = engine.unreadable(name, rules, str(exc))
+        if not (args.fix or args.diff):
+            return _report(args, settings, [result], 0)
+        if args.fix:
+            _echo(raw)
+            sys.stderr.write(render(args.output_format, [result], Context(unsafe_fixes=args.unsafe_fixes)))
+        return EXIT_FINDINGS if result.diagnostics and not args.exit_zero else EXIT_CLEAN
+    source = decoded.text
     try:
         if args.fix or args.diff:
             exempt = _recorded_by_baseline(args, settings)
@@ -583,10 +648,16 @@ def _run_stdin(args, settings) -> int:
             if args.diff:
                 sys.stdout.write(_diff(name, source, outcome.new_source) if outcome.changed else "")
                 return EXIT_FINDINGS if outcome.changed and not args.exit_zero else EXIT_CLEAN
-            sys.stdout.write(outcome.new_source)
-            sys.stderr.write(render(args.output_format, [outcome.result],
-                                    Context(fixed=len(outcome.applied), unsafe_fixes=args.unsafe_fixes)))
-            return EXIT_FINDINGS if outcome.remaining and not args.exit_zero else EXIT_CLEAN
+            out, result, fixed = raw, outcome.result, len(outcome.applied)
+            if outcome.changed:
+                try:
+                    out = pysource.encode(outcome.new_source, decoded)
+                except UnicodeEncodeError:
+                    _warn(f"{name}: the fixed text does not fit the buffer's {decoded.encoding} encoding; not fixed")
+                    result, fixed = (engine.lint_notebook_text if nb else engine.lint_source)(source, name, rules), 0
+            _echo(out)
+            sys.stderr.write(render(args.output_format, [result], Context(fixed=fixed, unsafe_fixes=args.unsafe_fixes)))
+            return EXIT_FINDINGS if result.diagnostics and not args.exit_zero else EXIT_CLEAN
         result = engine.lint_notebook_text(source, name, rules) if nb else engine.lint_source(source, name, rules)
     except engine.InternalError as exc:
         return _fail(f"internal error, please report: {exc}")

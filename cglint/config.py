@@ -120,8 +120,10 @@ class Settings:
             )
             changes["layers"] = self.layers + (layer,)
         if exclude is not None:
+            check_globs(exclude, "--exclude", where)
             changes["exclude"] = tuple(exclude)
         if extend_exclude is not None:
+            check_globs(extend_exclude, "--extend-exclude", where)
             changes["extend_exclude"] = self.extend_exclude + tuple(extend_exclude)
         if per_file_ignores is not None:
             merged = dict(self.per_file_ignores)
@@ -254,6 +256,9 @@ def _from_table(table: Any, path: Path, section: str) -> Settings:
     }
     exclude = _strings(table["exclude"], "exclude", where) if "exclude" in table else DEFAULT_EXCLUDE
     extend_exclude = _strings(table.get("extend-exclude", ()), "extend-exclude", where)
+    check_globs(exclude, "exclude", where)
+    check_globs(extend_exclude, "extend-exclude", where)
+    check_globs(per_file_ignores, "per-file-ignores", where)
 
     return Settings(
         root=path.parent,
@@ -352,7 +357,10 @@ def _codes(value: Any, key: str, where: str) -> tuple[str, ...]:
 class Glob:
     """One gitignore-style pattern: `build` or `*.pyi` match at any depth; a pattern with a
     `/` before its end (`src/gen/*.py`, `/setup.py`) is anchored at the root; `**` crosses
-    directories; a trailing `/` matches directories only."""
+    directories; a trailing `/` matches directories only. An invalid class (`[z-a]`) raises
+    ValueError. Matching is linear in the path: patterns with more than two unbounded
+    wildcards (`**a**a**b`, which a backtracking regex takes exponential time on) are run as a
+    set of states over the path instead of as a regex."""
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
@@ -362,41 +370,136 @@ class Glob:
         self.dir_only = text.endswith("/")
         text = text.rstrip("/")
         self.anchored = "/" in text
-        body = _translate(text.lstrip("/"))
-        self.regex = re.compile(("" if self.anchored else "(?:.*/)?") + body + r"\Z", re.DOTALL)
+        tokens = ([] if self.anchored else list(_ANY_DIRS)) + _tokens(text.lstrip("/"))
+        if sum(1 for t in tokens if t[0] == "star") <= 2:
+            self.regex: re.Pattern | None = re.compile(_regex(tokens) + r"\Z", re.DOTALL)
+        else:
+            self.regex, self.tokens = None, tokens
 
     def matches(self, rel: str, is_dir: bool) -> bool:
         if self.dir_only and not is_dir:
             return False
-        return self.regex.match(rel) is not None
+        if self.regex is not None:
+            return self.regex.match(rel) is not None
+        return _run(self.tokens, rel)
 
 
-def _translate(pattern: str) -> str:
-    out, i, n = [], 0, len(pattern)
+# A pattern as tokens: ("lit", c), ("one",) any character but `/`, ("class", regex), ("star",
+# crosses_slash), ("opt", n): the next n tokens may be skipped. `(?:.*/)?` is _ANY_DIRS.
+_ANY_DIRS = (("opt", 2), ("star", True), ("lit", "/"))
+
+
+def _tokens(pattern: str) -> list[tuple]:
+    out: list[tuple] = []
+    i, n = 0, len(pattern)
     while i < n:
         if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
+            out += _ANY_DIRS
             i += 3
         elif pattern.startswith("**", i):
-            out.append(".*")
+            out.append(("star", True))
             i += 2
         elif pattern[i] == "*":
-            out.append("[^/]*")
+            out.append(("star", False))
             i += 1
         elif pattern[i] == "?":
-            out.append("[^/]")
+            out.append(("one",))
             i += 1
-        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
-            end = pattern.index("]", i + 2)
-            inner = pattern[i + 1 : end]
-            if inner.startswith("!"):
-                inner = "^" + inner[1:]
-            out.append("[" + inner.replace("\\", "\\\\") + "]")
+        elif pattern[i] == "[" and (end := _class_end(pattern, i)) > 0:
+            out.append(("class", _class(pattern[i + 1:end])))
             i = end + 1
         else:
-            out.append(re.escape(pattern[i]))
+            out.append(("lit", pattern[i]))
             i += 1
+    return out
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """Where the class opened at `i` closes (a `]` first, after an optional `!`, is literal);
+    -1 when it never does (then `[` is literal)."""
+    j = i + 1
+    if pattern.startswith(("!", "^"), j):
+        j += 1
+    return pattern.find("]", j + 1) if j < len(pattern) else -1
+
+
+def _class(inner: str) -> str:
+    negate = inner[:1] in ("!", "^")
+    body = inner[1:] if negate else inner
+    parts, k = [], 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            if lo > hi:
+                raise ValueError(f"bad character range {lo}-{hi}")
+            parts.append(f"{re.escape(lo)}-{re.escape(hi)}")
+            k += 3
+        else:
+            parts.append(re.escape(body[k]))  # `[`, `^`, `\\` and the like stand for themselves
+            k += 1
+    return ("[^/" if negate else "[") + "".join(parts) + "]"
+
+
+def _regex(tokens: list[tuple]) -> str:
+    out, i = [], 0
+    while i < len(tokens):
+        kind = tokens[i][0]
+        if kind == "opt":
+            n = tokens[i][1]
+            out.append("(?:" + _regex(tokens[i + 1:i + 1 + n]) + ")?")
+            i += n + 1
+            continue
+        out.append(re.escape(tokens[i][1]) if kind == "lit" else "[^/]" if kind == "one" else tokens[i][1]
+                   if kind == "class" else ".*" if tokens[i][1] else "[^/]*")
+        i += 1
     return "".join(out)
+
+
+def _run(tokens: list[tuple], text: str) -> bool:
+    """Whether `tokens` match all of `text`: a set of token positions, one pass over the text."""
+    classes = {i: re.compile(t[1]) for i, t in enumerate(tokens) if t[0] == "class"}
+    end = len(tokens)
+
+    def closure(states: set[int]) -> set[int]:
+        todo, seen = list(states), set(states)
+        while todo:
+            i = todo.pop()
+            if i == end:
+                continue
+            t = tokens[i]
+            nxt = [i + 1] if t[0] == "star" else [i + 1, i + 1 + t[1]] if t[0] == "opt" else []
+            for j in nxt:
+                if j not in seen:
+                    seen.add(j)
+                    todo.append(j)
+        return seen
+
+    states = closure({0})
+    for c in text:
+        step = set()
+        for i in states:
+            if i == end:
+                continue
+            kind = tokens[i][0]
+            if kind == "star":
+                if tokens[i][1] or c != "/":
+                    step.add(i)
+            elif (kind == "lit" and tokens[i][1] == c or kind == "one" and c != "/"
+                  or kind == "class" and classes[i].match(c)):
+                step.add(i + 1)
+        if not step:
+            return False
+        states = closure(step)
+    return end in states
+
+
+def check_globs(patterns: Iterable[str], key: str, where: str) -> None:
+    """ConfigError naming the pattern, the key and the file for a glob that cannot be used."""
+    for pattern in patterns:
+        try:
+            Glob(pattern)
+        except ValueError as exc:
+            raise ConfigError(f"invalid glob {pattern!r} in `{key}` in {where}: {exc}") from None
 
 
 class _Matcher:
@@ -410,13 +513,13 @@ class _Matcher:
         self._names = {(g.pattern.strip().rstrip("/"), g.dir_only) for g in simple
                        if not any(c in g.pattern for c in "*?")}
         wild = [g for g in simple if any(c in g.pattern for c in "*?")]
-        self._wild = [(re.compile(_translate(g.pattern.strip().rstrip("/")) + r"\Z", re.DOTALL), g.dir_only) for g in wild]
+        self._wild = [Glob(g.pattern.strip()) for g in wild]
         self._rest = [g for g in self.globs if g not in simple]
 
     def _by_name(self, name: str, is_dir: bool) -> bool:
         if (name, False) in self._names or (is_dir and (name, True) in self._names):
             return True
-        return any((is_dir or not dir_only) and rx.match(name) for rx, dir_only in self._wild)
+        return any(g.matches(name, is_dir) for g in self._wild)
 
     def matches(self, path: str | os.PathLike[str], is_dir: bool, parents: bool = False) -> bool:
         if not self.globs:

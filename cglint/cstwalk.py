@@ -124,3 +124,22 @@ class Walker(cst.CSTVisitor):
                                 self.walk(item)
         if leave is not None:
             leave(self, node)
+
+
+def nodes(root: cst.CSTNode):
+    """Every node under `root` (itself included) but whitespace and punctuation, fast: an
+    iterative walk of `child_fields` (`node.children` runs a visitor per node)."""
+    stack = [root]
+    kinds = _kinds
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in child_fields(type(node)):
+            value = getattr(node, field)
+            kind = kinds.get(type(value)) or _kind(type(value))
+            if kind == _NODE:
+                if type(value) not in _TOKENS:
+                    stack.append(value)
+            elif kind == _SEQUENCE:
+                stack.extend(item for item in value if type(item) not in _TOKENS
+                             and (kinds.get(type(item)) or _kind(type(item))) == _NODE)

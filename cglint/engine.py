@@ -100,7 +100,10 @@ def _lint_source(
     tree, python_error = pysource.parse(source)
     from cglint.rules import CODES, rules as rule_classes
 
-    if python_error is not None and python_error.nesting:
+    # Python's parser says where the error is and what it is, as `python file.py` would (an
+    # unclosed `(` on the line of the `(`). It is the judge: a file the running Python refuses
+    # (a NUL, a second BOM, 3.12 f-strings on 3.11) gets this CG000 and no rule, no fix.
+    if python_error is not None:
         return _syntax_error(path, source, rule_classes(CODES if rules is None else rules), python_error.line,
                              python_error.column, f"cannot parse: {python_error.message}", apply_noqa)
     text = pysource.analysis_text(source, tree) if tree is not None else source
@@ -113,11 +116,6 @@ def _lint_source(
     parsed = text
     module, problem, text = _parse_libcst(text, tree)
     if module is None:
-        if python_error is not None:
-            # Python's parser says where the error is and what it is, as `python file.py` would
-            # (an unclosed `(` on the line of the `(`); message and range name the same place.
-            return _syntax_error(path, source, rules, python_error.line, python_error.column,
-                                 f"cannot parse: {python_error.message}", apply_noqa)
         # Python compiles the file but libcst cannot parse it: not the user's syntax error.
         reason = problem[2] if problem is not None else "libcst cannot parse it"
         return FileResult(path, source, [], parsed=False,
@@ -249,13 +247,18 @@ def lint_file(path: str, rules: Rules | None = None) -> FileResult:
     try:
         source = files.read_source(path)
     except files.UndecodableError as exc:
-        from cglint.rules import CODES, rules as rule_classes
-        from cglint.rules.cg000_syntax_error import SyntaxErrorRule
-
-        rules = rule_classes(CODES if rules is None else rules)
-        diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {exc}")] if SyntaxErrorRule in rules else []
-        return FileResult(path, "", diags, parsed=False)
+        return unreadable(path, rules, str(exc))
     return lint_source(source, path, rules)
+
+
+def unreadable(path: str, rules: Rules | None, reason: str) -> FileResult:
+    """A file (or stdin) whose bytes cglint cannot take: one CG000 "cannot read", no findings."""
+    from cglint.rules import CODES, rules as rule_classes
+    from cglint.rules.cg000_syntax_error import SyntaxErrorRule
+
+    rules = rule_classes(CODES if rules is None else rules)
+    diags = [_diagnostic(path, SyntaxErrorRule, 1, 1, 1, 1, f"cannot read: {reason}")] if SyntaxErrorRule in rules else []
+    return FileResult(path, "", diags, parsed=False)
 
 
 # ---- notebooks ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import errno
 import os
 import re
 import stat
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -139,32 +140,37 @@ def identity(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def read(path: str, limit: int = MAX_FILE_BYTES) -> Read:
-    """Reads a regular file, never anything else: a FIFO is never opened (that would block),
-    a device is never read (`/dev/zero` never ends). Raises ReadError (naming the path) for a
-    missing, dangling, looping, unreadable or non-regular path; UndecodableError (including
-    TooLargeError) for content cglint cannot take."""
+def read_bytes(path: str, limit: int = MAX_FILE_BYTES, what: str = "a Python file; skipped",
+               follow: bool = True) -> tuple[bytes, os.stat_result]:
+    """The one guarded reader: every read of a path the tree or its configuration names (sources,
+    notebooks, configuration, the baseline, cache entries) comes here. Regular files only: a
+    FIFO is never opened (that would block), a device never read (`/dev/zero` never ends), at
+    most `limit` bytes. `follow=False` refuses a symbolic link (O_NOFOLLOW: cache entries).
+    Raises ReadError (naming the path and saying why, `what` the file should have been) or
+    TooLargeError."""
     try:
-        st = os.stat(path)
+        st = os.stat(path) if follow else os.lstat(path)
     except FileNotFoundError:
         if os.path.islink(path):
             raise ReadError(path, f"dangling symbolic link (to {os.readlink(path)})") from None
         raise ReadError(path, "no such file or directory") from None
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise ReadError(path, _reason(exc)) from None
     if not stat.S_ISREG(st.st_mode):
-        raise ReadError(path, f"{_kind(st.st_mode)}, not a Python file; skipped")
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else _kind(st.st_mode)
+        raise ReadError(path, f"{kind}, not {what}")
     if st.st_size > limit:
         raise TooLargeError(f"{_megabytes(st.st_size)}, over cglint's {_megabytes(limit)} limit for one file")
     try:
         # O_NONBLOCK: a FIFO put in the file's place after the stat cannot block the open.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+        fd = os.open(path, flags | (0 if follow else getattr(os, "O_NOFOLLOW", 0)))
     except OSError as exc:
         raise ReadError(path, _reason(exc)) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ReadError(path, f"{_kind(st.st_mode)}, not a Python file; skipped")
+            raise ReadError(path, f"{_kind(st.st_mode)}, not {what}")
         chunks, total = [], 0
         while total <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - total))
@@ -180,7 +186,14 @@ def read(path: str, limit: int = MAX_FILE_BYTES) -> Read:
         os.close(fd)
     if total > limit:
         raise TooLargeError(f"more than {_megabytes(limit)}, cglint's limit for one file")
-    data = b"".join(chunks)
+    return b"".join(chunks), st
+
+
+def read(path: str, limit: int = MAX_FILE_BYTES) -> Read:
+    """A source file through `read_bytes`, decoded as Python decodes it. Raises ReadError
+    (naming the path) for a missing, dangling, looping, unreadable or non-regular path;
+    UndecodableError (including TooLargeError) for content cglint cannot take."""
+    data, st = read_bytes(path, limit)
     decoded = pysource.decode(data)
     return Read(path, decoded.text, decoded, data, identity(st), stat.S_IMODE(st.st_mode))
 
@@ -189,7 +202,9 @@ def _megabytes(n: int) -> str:
     return f"{n / 2**20:.1f} MB" if n % 2**20 else f"{n // 2**20} MB"
 
 
-def _reason(exc: OSError) -> str:
+def _reason(exc: OSError | ValueError) -> str:
+    if isinstance(exc, ValueError):
+        return str(exc)
     if exc.errno == errno.ELOOP:
         return "symbolic link loop (too many levels of symbolic links)"
     return (exc.strerror or type(exc).__name__).lower() if exc.strerror else str(exc)
@@ -199,3 +214,215 @@ def read_source(path: str) -> str:
     """Source text as Python reads it (BOM, coding cookie, else UTF-8). Newlines are kept as
     they are, so positions and fixes match the file on disk."""
     return read(path).text
+
+
+# ---- the one guarded writer --------------------------------------------------------------------
+
+def why(exc: OSError) -> str:
+    """An OSError as the end of a one-line message."""
+    return exc.reason if isinstance(exc, ReadError) else (exc.strerror or str(exc)).lower()
+
+
+class WriteError(ReadError):
+    """A write refused or failed: the message names the path and says why."""
+
+
+# Temporary files being written: removed by the signal handlers (`guard_signals`) too, since a
+# SIGTERM or SIGHUP would otherwise end the process between mkstemp and os.replace.
+_PENDING: set[str] = set()
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether absolute `path` is `root` or under it (as written)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def escapes(path: str, root: str | os.PathLike[str], follow: bool = True) -> str | None:
+    """Where `path` really leads when it is inside `root` as written but a symbolic link (of
+    its own or of a directory on the way) takes it out; None when it stays in (or was named
+    outside `root` to begin with: a path the user names is the user's)."""
+    root = str(root)
+    lexical = os.path.abspath(path)
+    if not (inside(lexical, os.path.abspath(root)) or inside(lexical, os.path.realpath(root))):
+        return None
+    # `follow=False`: the path itself is what gets replaced, so only the directories count.
+    real = os.path.realpath(path) if follow else os.path.join(os.path.realpath(os.path.dirname(lexical)),
+                                                              os.path.basename(lexical))
+    return None if inside(real, os.path.realpath(root)) else real
+
+
+def write(path: str | os.PathLike[str], data: bytes | str, expect: tuple[int, int, int, int] | None = None,
+          root: str | os.PathLike[str] | None = None, follow: bool = True) -> None:
+    """The one guarded writer: fixes, `# noqa` edits, reports, baselines and cache entries are
+    written here, so that readers see the old file or the new one, never a torn one (a
+    temporary file in the same directory, flushed, then `os.replace`d over it).
+
+    - Never through a symbolic link that leaves `root` (the project root, or the directory
+      named on the command line): a checkout cannot aim cglint's writes at `~/.bashrc`. A link
+      that stays inside is followed (its target replaced, the link kept); `follow=False`
+      replaces the path itself (a cache entry).
+    - Only a regular file (or a new one) is replaced: a character device (`/dev/null`, a
+      terminal) or a FIFO is written in place.
+    - What the replaced file was is kept — mode (setuid/setgid included), owner, group,
+      extended attributes — or nothing is written: WriteError says why. A file with other
+      hard links is not replaced (that would split them).
+    - With `expect` (`identity` of the file as read), nothing is written if the file is gone
+      or changed since.
+    Raises WriteError (naming the path) or OSError."""
+    path = os.fspath(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if root is not None:
+        leads = escapes(path, root, follow)
+        if leads is not None:
+            raise WriteError(path, f"a symbolic link to {leads}, outside {root}; not written")
+    target = os.path.realpath(path) if follow else os.path.abspath(path)
+    try:
+        st: os.stat_result | None = os.stat(target) if follow else os.lstat(target)
+    except FileNotFoundError:
+        st = None
+    except ValueError as exc:
+        raise WriteError(path, str(exc)) from None
+    if expect is not None and (st is None or identity(st) != expect):
+        what = "deleted" if st is None else "changed on disk"
+        raise WriteError(path, f"{what} since cglint read it; not written")
+    if st is not None and not stat.S_ISREG(st.st_mode) and not (not follow and stat.S_ISLNK(st.st_mode)):
+        _write_in_place(path, target, st, data)
+        return
+    if st is not None and stat.S_ISREG(st.st_mode):
+        if st.st_nlink > 1:
+            raise WriteError(path, f"has {st.st_nlink} hard links (replacing it would split them); not written")
+        if st.st_uid != os.geteuid() and os.geteuid() != 0:
+            raise WriteError(path, "owned by another user (replacing it would change its owner); not written")
+        mode = stat.S_IMODE(st.st_mode)
+    else:
+        st = None
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = _temporary(target)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            if st is not None:
+                _keep(path, target, fh.fileno(), st, mode)
+            else:
+                os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        if expect is not None:  # last look, as close to the replace as it gets
+            try:
+                now = os.stat(target)
+            except FileNotFoundError:
+                raise WriteError(path, "deleted since cglint read it; not written") from None
+            if identity(now) != expect:
+                raise WriteError(path, "changed on disk since cglint read it; not written")
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    finally:
+        _PENDING.discard(tmp)
+
+
+def _temporary(target: str) -> tuple[int, str]:
+    """A new file next to `target`, registered in _PENDING before it exists (so that a signal
+    at any moment finds it)."""
+    for _ in range(100):
+        tmp = os.path.join(os.path.dirname(target) or ".", f".{os.path.basename(target)}.{secrets.token_hex(4)}.cglint-tmp")
+        _PENDING.add(tmp)
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600), tmp
+        except FileExistsError:
+            _PENDING.discard(tmp)
+        except BaseException:
+            _PENDING.discard(tmp)
+            raise
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", target)
+
+
+def _keep(path: str, target: str, fd: int, st: os.stat_result, mode: int) -> None:
+    """Gives the temporary file `fd` the owner, group, mode and extended attributes of `st`
+    (the file it replaces), or raises WriteError. The owner first: chown clears setuid."""
+    if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+        try:
+            os.fchown(fd, st.st_uid, st.st_gid)
+        except OSError:
+            raise WriteError(path, "its owner or group cannot be kept; not written") from None
+    os.fchmod(fd, mode)
+    if stat.S_IMODE(os.fstat(fd).st_mode) != mode:  # the kernel drops setgid for a foreign group
+        raise WriteError(path, f"its mode {mode:o} cannot be kept; not written")
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(target)
+    except OSError:
+        return  # a file system without extended attributes
+    for name in names:
+        try:
+            value = os.getxattr(target, name)
+            if name not in os.listxattr(fd) or os.getxattr(fd, name) != value:  # a label the new file got already
+                os.setxattr(fd, name, value)
+        except OSError:
+            raise WriteError(path, f"its extended attribute {name} cannot be kept; not written") from None
+
+
+def _write_in_place(path: str, target: str, st: os.stat_result, data: bytes) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise WriteError(path, "is a directory")
+    if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+        raise WriteError(path, "not a regular file, a character device or a FIFO; not written")
+    try:
+        # O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of blocking forever.
+        flags = os.O_WRONLY | (getattr(os, "O_NONBLOCK", 0) if stat.S_ISFIFO(st.st_mode) else 0)
+        fd = os.open(target, flags | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise WriteError(path, "a FIFO with no reader; not written") from None
+        raise
+    try:
+        if stat.S_ISFIFO(st.st_mode):
+            os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def guard_signals() -> None:
+    """SIGINT, SIGTERM and SIGHUP (Ctrl-C, a CI job cancelled, `timeout`, a closed terminal)
+    end cglint alike: temporary files are removed at once and KeyboardInterrupt unwinds the
+    run (children are stopped, exit status 2)."""
+    import signal
+
+    def stop(signum, frame):
+        for tmp in list(_PENDING):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        raise KeyboardInterrupt
+
+    previous = {}
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            try:
+                previous[name] = signal.signal(getattr(signal, name), stop)
+            except (ValueError, OSError):  # not the main thread
+                pass
+
+    def restore() -> None:
+        # A forked worker (multiprocessing ends its pool with SIGTERM) dies as it did before,
+        # even when blocked in C where a Python handler would never run.
+        for name, handler in previous.items():
+            try:
+                signal.signal(getattr(signal, name), handler)
+            except (ValueError, OSError, TypeError):
+                pass
+
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=restore)

@@ -9,15 +9,11 @@ Library entry points (the CLI and the language server use them):
 - `validated(module, fix, path) -> str | None`: one fix applied alone, or None when the result
   would not parse or compile (the check `--fix` makes; the language server's quick fixes use it)
 - `applicable(diagnostic, unsafe)`: whether `--fix` applies a finding's fix (`Fix.applies`)
-- `write_atomic(path, data)`: temp file in the same directory, then `os.replace`
+- `write_atomic(path, data)`: files.write, the one guarded writer
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
-import tempfile
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -25,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from cglint import source as pysource
+from cglint import cstwalk, source as pysource
 from cglint.diagnostics import UNSAFE, Diagnostic, FileResult, Fix
 from cglint.rules import ALL_RULES, Rule
 
@@ -259,10 +255,10 @@ def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
     when the fix would write over text libcst did not see as it is (`source.splice`)."""
     known = pysource.registered(module)
     analysis = known[1] if known is not None else None
-    base = module.code if known is not None else source
-    starts = pysource.line_starts(source)
+    statements = _statements(module, source if known is None else None)
+    base = statements.base
+    starts = statements.starts(source)
     out = []
-    statements = _StatementCode(module, base, fix)
     for edit in fix.edits:
         new = statements.with_edit(edit)
         if new is None:  # not inside one top-level statement: the whole module, the slow way
@@ -279,31 +275,48 @@ def text_edits(source: str, module: cst.Module, fix: Fix) -> list[TextEdit]:
     return sorted(out, key=lambda e: e.start)
 
 
+# The module whose statements were indexed last: JSON and SARIF ask for the edits of every
+# finding of a file in turn, and each must not cost a pass over the whole module (quadratic).
+_LAST_STATEMENTS: list = [None, None]
+
+
+def _statements(module: cst.Module, base: str | None) -> _StatementCode:
+    cached_module, cached = _LAST_STATEMENTS
+    if cached_module is module and (base is None or cached.base == base):
+        return cached
+    statements = _StatementCode(module, base)
+    _LAST_STATEMENTS[:] = [module, statements]
+    return statements
+
+
 class _StatementCode:
     """`module.code` with one edit applied, from the code of the top-level statement the edit
-    is in: a fix with an edit per call site (hundreds, in a long module) costs one pass over
-    the module, not one transform and codegen of the whole module per edit."""
+    is in: the findings of a module (hundreds of call sites, in a long one) cost one pass over
+    it, not one transform and code generation of the whole module per edit. `base` is the
+    module's code (None: libcst's, generated here once)."""
 
-    def __init__(self, module: cst.Module, base: str, fix: Fix) -> None:
-        self.module, self.base = module, base
-        wanted = {id(old) for old, _ in fix.edits}
+    def __init__(self, module: cst.Module, base: str | None) -> None:
+        self.module = module
         self.where: dict[int, int] = {}
         self.spans: list[tuple[int, int]] = []
-        if len(fix.edits) < 2 or not module.body:
-            return
+        self._starts: tuple[str | None, list[int]] = (None, [])
         parts = [module.code_for_node(node) for node in (*module.header, *module.body, *module.footer)]
-        if "".join(parts) != base:  # e.g. no newline at the end of the file
+        code = "".join(parts)
+        self.base = code if base is None else base
+        if code != self.base or not module.body:  # e.g. no newline at the end of the file
             return
         offset = sum(map(len, parts[:len(module.header)]))
         for i, (stmt, part) in enumerate(zip(module.body, parts[len(module.header):])):
             self.spans.append((offset, offset + len(part)))
             offset += len(part)
-            stack: list[cst.CSTNode] = [stmt]
-            while stack:
-                node = stack.pop()
-                if id(node) in wanted:
-                    self.where[id(node)] = i
-                stack.extend(node.children)
+            for node in cstwalk.nodes(stmt):
+                self.where[id(node)] = i
+
+    def starts(self, source: str) -> list[int]:
+        """source.line_starts(source), once per module."""
+        if self._starts[0] is not source:
+            self._starts = (source, pysource.line_starts(source))
+        return self._starts[1]
 
     def with_edit(self, edit: tuple[cst.CSTNode, cst.CSTNode]) -> str | None:
         i = self.where.get(id(edit[0]))
@@ -358,16 +371,16 @@ def json_edits(source: str, module: cst.Module | None, fix: Fix) -> list[dict]:
 
 
 def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = False, write: bool = True,
-             exempt: Callable[[FileResult], set[int]] | None = None) -> FixResult:
+             exempt: Callable[[FileResult], set[int]] | None = None, root: str | None = None) -> FixResult:
     """Fix a file in place (atomically), keeping its encoding, BOM, line endings and mode.
-    With `write=False` nothing is written (for --diff). Raises files.ReadError when the path
-    cannot be read. When the fixes cannot be written (the file is read-only, or changed or
-    vanished since it was read), nothing is written: `not_written` says why and `result` is
+    With `write=False` nothing is written (for --diff); never through a link leaving `root`.
+    Raises files.ReadError when the path cannot be read. When the fixes cannot be written (the
+    file is read-only, or changed or vanished since it was read), nothing is written: `not_written` says why and `result` is
     the lint of the file as it is."""
     from cglint import engine, files
 
     if path.endswith(".ipynb"):  # a notebook: fixed as one module, written back cell by cell
-        return _fix_notebook_file(path, rules, unsafe, write, exempt)
+        return _fix_notebook_file(path, rules, unsafe, write, exempt, root)
     rules = list(rules)
     try:
         read = files.read(path)
@@ -377,7 +390,7 @@ def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = 
     fixed = fix_source(read.text, path, rules, unsafe, exempt=exempt)
     if write and fixed.changed:
         try:
-            write_back(read, fixed.new_source)
+            write_back(read, fixed.new_source, root)
         except OSError as exc:
             original = engine.lint_source(read.text, path, rules)
             return FixResult(path, read.text, read.text, [], fixed.dropped, original, not_written=_why(exc))
@@ -387,10 +400,10 @@ def fix_file(path: str, rules: Iterable[type[Rule]] = ALL_RULES, unsafe: bool = 
 def _why(exc: OSError) -> str:
     from cglint import files
 
-    return exc.reason if isinstance(exc, files.ReadError) else (exc.strerror or str(exc)).lower()
+    return files.why(exc)
 
 
-def write_back(read, text: str) -> None:
+def write_back(read, text: str, root: str | None = None) -> None:
     """Write `text` over the file `read` (a files.Read) came from, in its encoding and BOM,
     only if the file is still what was read. Raises files.ReadError (naming the path) when the
     file is read-only, changed or gone, or the text does not fit the file's encoding."""
@@ -403,91 +416,14 @@ def write_back(read, text: str) -> None:
     except UnicodeEncodeError:
         raise files.ReadError(read.path, f"the fixed text does not fit the file's {read.decoded.encoding} "
                                          "encoding; not written") from None
-    write_atomic(read.path, data, expect=read.identity)
+    files.write(read.path, data, expect=read.identity, root=root)
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str, expect: tuple[int, int, int, int] | None = None) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never a torn
-    one: a temporary file in the same directory, flushed, given the old file's mode (and owner,
-    where allowed), then `os.replace`d over it. A symlink is followed (its target is replaced,
-    the link kept). Only a regular file (or a new one) is ever replaced: a character device
-    (`/dev/null`, a terminal) or a FIFO is written in place, never replaced by a regular file.
-
-    With `expect` (files.identity of the file as read), nothing is written if the file is gone
-    or changed since: files.ReadError says so."""
+# The one guarded writer (files.write), under the name the CLI and the language server know.
+def write_atomic(path, data, expect=None, root=None) -> None:
     from cglint import files
 
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    target = os.path.realpath(path)
-    try:
-        st: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        st = None
-    if expect is not None and (st is None or files.identity(st) != expect):
-        what = "deleted" if st is None else "changed on disk"
-        raise files.ReadError(str(path), f"{what} since cglint read it; not written")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_in_place(str(path), target, st, data)
-        return
-    directory = os.path.dirname(target) or "."
-    if st is not None:
-        mode = stat.S_IMODE(st.st_mode)
-    else:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".cglint-tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        if st is not None:
-            try:
-                os.chown(tmp, st.st_uid, st.st_gid)
-            except OSError:
-                pass
-        if expect is not None:  # last look, as close to the replace as it gets
-            try:
-                now = os.stat(target)
-            except FileNotFoundError:
-                raise files.ReadError(str(path), "deleted since cglint read it; not written") from None
-            if files.identity(now) != expect:
-                raise files.ReadError(str(path), "changed on disk since cglint read it; not written")
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _write_in_place(path: str, target: str, st: os.stat_result, data: bytes) -> None:
-    from cglint import files
-
-    if stat.S_ISDIR(st.st_mode):
-        raise files.ReadError(path, "is a directory")
-    if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-        raise files.ReadError(path, "not a regular file, a character device or a FIFO; not written")
-    try:
-        # O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of blocking forever.
-        flags = os.O_WRONLY | (getattr(os, "O_NONBLOCK", 0) if stat.S_ISFIFO(st.st_mode) else 0)
-        fd = os.open(target, flags | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise files.ReadError(path, "a FIFO with no reader; not written") from None
-        raise
-    try:
-        if stat.S_ISFIFO(st.st_mode):
-            os.set_blocking(fd, True)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
+    files.write(path, data, expect=expect, root=root)
 
 
 __all__ = ["AppliedFix", "DroppedFix", "FixResult", "TextEdit", "applicable", "fix_file", "fix_source",
@@ -565,7 +501,8 @@ def _moved(nb: Notebook, dropped: list) -> list:
     return dropped
 
 
-def _fix_notebook_file(path: str, rules, unsafe: bool = False, write: bool = True, exempt=None):
+def _fix_notebook_file(path: str, rules, unsafe: bool = False, write: bool = True, exempt=None,
+                       root: str | None = None):
     """Fix a notebook in place (atomically); `write=False` for --diff."""
     from cglint import engine, files
 
@@ -577,5 +514,5 @@ def _fix_notebook_file(path: str, rules, unsafe: bool = False, write: bool = Tru
         return FixResult(path, "", "", [], [], result)
     outcome = fix_notebook_text(read.text, path, rules, unsafe, exempt)
     if write and outcome.changed:
-        write_back(read, outcome.new_source)  # only if the file is still what was read
+        write_back(read, outcome.new_source, root)  # only if the file is still what was read
     return outcome

@@ -42,12 +42,12 @@ def pytest_configure(config):
 
 
 def _tolerances() -> dict:
-    """[tool.cglint.runtime] rtol, atol and probes of the nearest pyproject.toml, as --runtime."""
+    """[tool.cglint.runtime] rtol, atol, probes and order of the nearest pyproject.toml, as --runtime."""
     try:
         from cglint import config as cgconfig
 
         rt = cgconfig.load(None).runtime
-        return {"rtol": rt.rtol, "atol": rt.atol, "probes": rt.probes}
+        return {"rtol": rt.rtol, "atol": rt.atol, "probes": rt.probes, "order": rt.order}
     except Exception:
         return {}
 

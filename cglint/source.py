@@ -340,8 +340,14 @@ def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int,
                     continue
                 if stubbable:
                     where[id(node)] = (start, end)
-                if isinstance(node, ast.JoinedStr):  # f-string insides are not stubbed
-                    height[id(node)] = 1
+                if isinstance(node, (ast.Constant, ast.JoinedStr)):
+                    # One node for Python, but libcst nests implicitly concatenated strings
+                    # one level per part ("a" "a" ... 400 times): as deep as they have parts.
+                    parts = _string_parts(text[start:end])
+                    if parts > MAX_EXPRESSION_HEIGHT and stubbable:
+                        spans.append((start, end, isinstance(node, ast.Constant)))
+                        parts = 1
+                    height[id(node)] = parts
                     continue
             stack.append((node, True))
             stack.extend((child, False) for child in ast.iter_child_nodes(node))
@@ -352,6 +358,17 @@ def _stub_spans(root: ast.expr, text: str, offsets: _Offsets) -> list[tuple[int,
             h = 1
         height[id(node)] = h
     return spans
+
+
+def _string_parts(span: str) -> int:
+    """How many string literals an (implicitly concatenated) string expression is made of."""
+    if span.count('"') + span.count("'") < 2 * MAX_EXPRESSION_HEIGHT:
+        return 1  # each part takes two quotes at least: not enough for a deep chain
+    try:
+        return sum(1 for t in tokenize.generate_tokens(io.StringIO("(" + span + ")").readline)
+                   if t.type == tokenize.STRING or t.type == getattr(tokenize, "FSTRING_START", -1))
+    except (tokenize.TokenError, SyntaxError):
+        return 1
 
 
 # ---- form feeds in indentation -------------------------------------------------------------

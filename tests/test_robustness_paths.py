@@ -191,3 +191,15 @@ def test_fix_keeps_mode_bom_and_line_endings(tmp_path):
     assert data.count(b"\r\n") == data.count(b"\n") == BAD.count("\n")
     assert stat.S_IMODE(path.stat().st_mode) == 0o751
     assert [p.name for p in tmp_path.iterdir()] == ["ops.py"]  # no temporary file left behind
+
+
+def test_an_imported_sibling_that_is_a_device_or_fifo_is_not_read(tmp_path):
+    """The project index reads the modules a linted file imports through the guarded reader: a
+    committed link to /dev/zero, or a FIFO, named like a sibling module costs nothing."""
+    (tmp_path / "helpers.py").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "derivs.py")
+    (tmp_path / "op.py").write_text("import tensorflow as tf\nfrom helpers import dtan\nfrom derivs import d2\n\n"
+                                    "@tf.custom_gradient\ndef op(x):\n    y = tf.tan(x)\n"
+                                    "    return y, lambda dy: dy * dtan(y)\n")
+    run = cglint("--no-cache", "op.py", cwd=tmp_path, timeout=60)
+    assert run.returncode == 0 and "All checks passed" in run.stdout, run.stderr

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     loaded: list[BaseException] = []
     loader = threading.Thread(target=_load, args=(loaded,), name="cglint-lsp-import", daemon=True)
     loader.start()
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdin, stdout = fast_start.BoundedStdin(sys.stdin.buffer), sys.stdout.buffer
     raw, first = fast_start.read_message(stdin)
     answered = isinstance(first, dict) and first.get("method") == "initialize" and "id" in first
     if answered:

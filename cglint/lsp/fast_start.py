@@ -13,6 +13,8 @@ Only json here: this module must stay cheap to import.
 from __future__ import annotations
 
 import json
+import logging
+import re
 from typing import BinaryIO
 
 from cglint import __version__
@@ -39,7 +41,7 @@ def read_message(stream: BinaryIO) -> tuple[bytes, dict | None]:
                 length = int(value.strip())
             except ValueError:
                 return raw, None
-    if length is None:
+    if length is None or not 0 < length <= MAX_MESSAGE_BYTES:
         return raw, None
     body = stream.read(length)
     raw += body
@@ -84,6 +86,37 @@ def result(params: dict) -> dict:
     if caps.get("notebookDocument") is not None:
         server["notebookDocumentSync"] = _NOTEBOOK_SYNC
     return {"capabilities": server, "serverInfo": {"name": "cglint", "version": __version__}}
+
+
+# The largest message the server reads: a client's Content-Length beyond it (10**12 killed the
+# server with a MemoryError) is a framing error, logged and skipped.
+MAX_MESSAGE_BYTES = 256 * 2**20
+_CONTENT_LENGTH = re.compile(rb"Content-Length:[ \t]*(-?\d+)", re.IGNORECASE)
+
+
+class BoundedStdin:
+    """stdin for pygls' reader with hostile framing neutralised: a Content-Length over
+    MAX_MESSAGE_BYTES or below 1 is dropped (logged; the body, if any, is skipped as junk), a
+    header glued to junk (`{}Content-Length: 60`) is found again, header lines are bounded. The
+    server stays up and answers the next well-framed message."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+
+    def readline(self, *args) -> bytes:
+        line = self.raw.readline(64 * 1024)
+        match = _CONTENT_LENGTH.search(line)
+        if match is None:
+            return line
+        length = int(match.group(1))
+        if not 0 < length <= MAX_MESSAGE_BYTES:
+            logging.getLogger("cglint.lsp").error(
+                "a message header with Content-Length %s (limit %d); message dropped", length, MAX_MESSAGE_BYTES)
+            return b"X-Dropped: \r\n"
+        return b"Content-Length: %d\r\n" % length
+
+    def read(self, n: int = -1) -> bytes:
+        return self.raw.read(n)
 
 
 class Replay:

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.uris import to_fs_path
 
 from cglint import engine
 from cglint import notebook as nbmod
@@ -57,7 +56,9 @@ def _cells(ls, uri: str) -> list[tuple[int, str, str]] | None:
 
 
 def _path(uri: str) -> str | None:
-    return to_fs_path(uri) if uri.startswith("file:") else None
+    from cglint.lsp.server import fs_path
+
+    return fs_path(uri)
 
 
 def lint_cells(ls, uri: str, cells: list[tuple[int, str, str]]) -> dict[str, list[lsp.Diagnostic]]:

@@ -93,6 +93,18 @@ _DOC_URLS: dict[str, str] = {}
 
 # -- configuration and fixing: one plug point each ---------------------------------------
 
+def fs_path(uri: str) -> str | None:
+    """The file a document URI names, or None (an `untitled:` buffer, or a URI that maps to
+    no usable path, like `file:///a/%00/b.py`): such a buffer is linted without a path."""
+    if not uri.startswith("file:"):
+        return None
+    try:
+        path = to_fs_path(uri)
+    except Exception:  # noqa: BLE001 - whatever the client sent
+        return None
+    return path if path and "\0" not in path else None
+
+
 def _config_key(path: str | None) -> tuple[tuple[str, int], ...]:
     """What the configuration of `path` depends on: the config files above it and their
     modification times. A changed key means the rules must be looked up (and the buffer
@@ -106,7 +118,7 @@ def _config_key(path: str | None) -> tuple[tuple[str, int], ...]:
             candidate = folder / name
             try:
                 key.append((str(candidate), candidate.stat().st_mtime_ns))
-            except OSError:
+            except (OSError, ValueError):
                 continue
     return tuple(key)
 
@@ -365,17 +377,21 @@ class CglintServer(LanguageServer):
         """For clients that cannot watch files: notice an edited pyproject.toml by its mtime."""
         while True:
             await asyncio.sleep(CONFIG_POLL_SECONDS)
-            try:
-                changed = False
-                for uri, buffer in list(self.buffers.items()):
+            changed = False
+            for uri, buffer in list(self.buffers.items()):
+                try:  # one buffer's failure never stops the watch for the others
                     key = _config_key(buffer.path)
-                    if self._config_seen.setdefault(uri, key) != key:
-                        changed = True
-                if changed:
+                except Exception:
+                    log.exception("watching the configuration of %s failed", uri)
+                    continue
+                if self._config_seen.setdefault(uri, key) != key:
+                    changed = True
+            if changed:
+                try:
                     log.info("configuration changed; linting the open buffers again")
                     self.config_changed()
-            except Exception:
-                log.exception("watching the configuration failed")
+                except Exception:
+                    log.exception("linting after a configuration change failed")
 
     # -- code actions -------------------------------------------------------------------
 
@@ -512,7 +528,7 @@ def build_server() -> CglintServer:
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: CglintServer, params: lsp.DidOpenTextDocumentParams) -> None:
         doc = params.text_document
-        buffer = Buffer(doc.uri, doc.text, doc.version, to_fs_path(doc.uri) if doc.uri.startswith("file:") else None)
+        buffer = Buffer(doc.uri, doc.text, doc.version, fs_path(doc.uri))
         old = ls.buffers.pop(doc.uri, None)
         if old is not None and old.pending is not None:
             old.pending.cancel()

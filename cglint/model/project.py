@@ -63,12 +63,11 @@ class Project:
 
     def model(self, path: str) -> tuple[ModuleModel, str] | None:
         """The module at `path` modelled for its bindings, and its content hash."""
-        try:
-            if os.path.getsize(path) > MAX_BYTES:
-                return None
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
+        from cglint import files
+
+        try:  # the guarded reader: a module named by the tree may be a FIFO or a link to /dev/zero
+            data = files.read_bytes(path, MAX_BYTES, what="a module the linted file imports")[0]
+        except (OSError, ValueError):
             return None
         digest = hashlib.sha256(data).hexdigest()
         key = (path, digest)

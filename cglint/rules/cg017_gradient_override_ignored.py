@@ -8,10 +8,14 @@ from cglint.diagnostics import Finding
 from cglint.model import ModuleModel
 from cglint.rules.base import Invalid, Rule
 
-# Calls that put the program in TensorFlow 1's graph mode, where the override map works.
+# Calls that put the program in TensorFlow 1's graph mode, where the override map works, or take
+# gradients symbolically (`tf.gradients` honours the map inside a graph, tf.function's included),
+# or record the tape's operation themselves (TensorFlow's own custom_gradient does both).
 _GRAPH_MODE = {"tensorflow.compat.v1.disable_eager_execution", "tensorflow.compat.v1.disable_v2_behavior",
                "tensorflow.compat.v1.Session", "tensorflow.compat.v1.placeholder",
-               "tensorflow.compat.v1.wrap_function"}
+               "tensorflow.compat.v1.wrap_function", "tensorflow.gradients", "tensorflow.compat.v1.gradients",
+               "tensorflow.python.ops.gradients_impl.gradients", "tensorflow.python.eager.record.record_operation",
+               "tensorflow.python.eager.tape.record_operation"}
 
 
 class GradientOverrideIgnored(Rule):
@@ -21,11 +25,13 @@ class GradientOverrideIgnored(Rule):
     eager execution: the module neither disables eager execution (`disable_eager_execution`,
     `disable_v2_behavior`) nor builds a `tf.Graph` for the block (`with graph.as_default():`)
     nor uses TensorFlow 1's graph API (`tf.compat.v1.Session`, `placeholder`,
-    `import tensorflow.compat.v1 as tf`).
+    `import tensorflow.compat.v1 as tf`) nor takes gradients symbolically (`tf.gradients`,
+    which honours the map inside a graph, `tf.function`'s included).
 
     ## Why is this bad?
-    The override map only changes the gradient of ops built into a TensorFlow 1 graph. Eagerly,
-    and inside `tf.function` (so under `model.fit`), TensorFlow 2.21 ignores it without a word:
+    The override map only changes the gradient of ops built into a graph, for `tf.gradients`.
+    Eagerly, and for `tf.GradientTape` inside `tf.function` (so under `model.fit`), TensorFlow
+    2.21 ignores it without a word:
     the `tf.RegisterGradient` function it names never runs and the op's own gradient is used.
     A gradient clipped with `{"Identity": "ClipGrad"}` comes back unclipped (5.0 instead of 0.1
     in the rule's example). Write the custom gradient with `tf.custom_gradient`, which works in
@@ -119,9 +125,9 @@ def clipped_identity(x):
                 continue
             yield Finding(
                 call,
-                "TensorFlow 2 ignores `gradient_override_map` outside a TensorFlow 1 graph (eagerly and under "
-                "`tf.function`, so in `model.fit`): the gradient it names never runs and the op's own gradient "
-                "is used, silently; write the gradient with `tf.custom_gradient`",
+                "`gradient_override_map` is ignored by `tf.GradientTape` (eagerly and under `tf.function`, so in "
+                "`model.fit`); only `tf.gradients` in a graph honours it: the gradient it names never runs and the "
+                "op's own gradient is used, silently; write the gradient with `tf.custom_gradient`",
             )
 
 

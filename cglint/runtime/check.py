@@ -797,6 +797,13 @@ _CONTRACT = re.compile(r"custom_gradient|grad_fn|compatible with tf\.function|"
                        r"must return zero or more Tensors|must return \(y, grad_fn\)")
 
 
+# Errors that say the inputs were of the wrong kind (integer indices, booleans, structures):
+# the search's float tensors were wrong, not the forward.
+_WANTS_OTHER_INPUTS = re.compile(r"expected to be a (u?int|bool|string)|indices|must be (an )?int|"
+                                 r"not subscriptable|missing \d+ required|unexpected keyword|iterat|"
+                                 r"object is not|has no attribute|unhashable|Only integers")
+
+
 def no_inputs_report(failures: list, seed: int = 0) -> GradientReport:
     """The verdict when no candidate input ran the forward: `error` with TensorFlow's message
     when every candidate failed with the same custom-gradient contract error, else `skipped`."""
@@ -804,6 +811,11 @@ def no_inputs_report(failures: list, seed: int = 0) -> GradientReport:
     if failures and len(set(failures)) == 1 and _CONTRACT.search(failures[0]):
         return GradientReport(verdict="error", seed=seed,
                               detail=f"the forward fails on every input: {failures[0]}")
+    if len(failures) > 1 and len(set(failures)) == 1 and not _WANTS_OTHER_INPUTS.search(failures[0]):
+        # The same error whatever the shape: the forward itself is broken (a constant of the
+        # wrong dtype, a misspelt op), not the inputs the search tried.
+        return GradientReport(verdict="error", seed=seed,
+                              detail=f"the forward fails on every input tried, whatever its shape: {failures[0]}")
     last = f" (last: {failures[-1]})" if failures else ""
     return V.skipped(f"no inputs could be built: the forward failed on all {len(failures)} "
                      f"candidate shapes{last}", seed)

@@ -31,11 +31,19 @@ def limit_memory(mib: int) -> None:
     address space per thread, which would fail on a many-core machine long before memory runs
     out. Past the limit an allocation fails inside the module (MemoryError, or TensorFlow's
     ResourceExhaustedError) instead of the machine swapping or the OOM killer choosing."""
-    if mib <= 0:
-        return
+    global _OUTER_LIMIT
     import resource
 
+    # A limit set outside cglint (`ulimit -v`, `prlimit`, a container) that is tighter than
+    # ours is the one a MemoryError is blamed on (_memory_reason).
+    space = resource.getrlimit(resource.RLIMIT_AS)[0]
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if space != resource.RLIM_INFINITY and (mib <= 0 or space < mib << 20):
+        _OUTER_LIMIT = f"the address-space limit set outside cglint ({space >> 20} MiB: ulimit -v, prlimit --as)"
+    elif soft != resource.RLIM_INFINITY and (mib <= 0 or soft < mib << 20):
+        _OUTER_LIMIT = f"the data-segment limit set outside cglint ({soft >> 20} MiB: ulimit -d, prlimit --data)"
+    if mib <= 0:
+        return
     limit = mib << 20
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
@@ -43,12 +51,16 @@ def limit_memory(mib: int) -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 
 
+_OUTER_LIMIT: str | None = None
+
+
 # What running out of memory looks like from Python and from TensorFlow's allocator.
 _OUT_OF_MEMORY = ("MemoryError", "ResourceExhaustedError", "OOM when allocating")
 
 
 def _memory_reason(detail: str, mib: int) -> str:
-    limit = f"the runtime memory limit ({mib} MiB, `memory-limit` in [tool.cglint.runtime])" if mib > 0 else "memory"
+    limit = _OUTER_LIMIT or (f"the runtime memory limit ({mib} MiB, `memory-limit` in [tool.cglint.runtime])"
+                             if mib > 0 else "memory")
     return f"out of memory: the module exhausted {limit}; {detail}"
 
 
@@ -351,4 +363,7 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    # The results are written and flushed: a thread the module left running (a server, a
+    # loader) must not keep the child alive until the timeout.
+    os._exit(code)

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from .report import GradientReport
@@ -28,7 +29,24 @@ def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        if proc.poll() is None:
+            proc.kill()
+
+
+# Children running now (each in a process group of its own, so that a terminal's Ctrl-C does not
+# reach user code directly): `stop_all` ends them when cglint is interrupted or terminated.
+_LIVE: set[subprocess.Popen] = set()
+_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def stop_all() -> None:
+    """Kills every child's process group at once and starts no more (their threads then return
+    `skipped` and remove their temporary directories)."""
+    _STOPPING.set()
+    with _LOCK:
+        for proc in list(_LIVE):
+            _kill_group(proc)
 
 
 # A container's memory (cgroup v2, then v1): less than the machine's, and what the OOM killer uses.
@@ -80,6 +98,8 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
                    p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)}
         failure = None
         try:
+            if _STOPPING.is_set():
+                raise InterruptedError("cglint was interrupted")
             proc = subprocess.Popen(
                 # -P: the module's directory (the cwd) is not put first on sys.path, so a user
                 # `inspect.py` or `random.py` cannot replace the standard library for the child.
@@ -90,16 +110,25 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
         except OSError as e:
             return [{**f, "path": module_path, **_skipped(f"could not start the child: {e}", seed)}
                     for f in functions]
+        with _LOCK:
+            _LIVE.add(proc)
         try:
             rc = proc.wait(timeout=timeout)
-            if rc < 0:
+            if _STOPPING.is_set():
+                failure = "cglint was interrupted"
+            elif rc < 0:
                 failure = f"child killed by signal {signal.Signals(-rc).name}"
             elif rc != 0:
                 failure = f"child exited with code {rc}"
         except subprocess.TimeoutExpired:
-            _kill_group(proc)  # the child and anything the user's code spawned
-            proc.wait()
             failure = f"timed out after {timeout:g}s"
+        finally:
+            # The child and anything the user's code started (a forked data loader, a server)
+            # end with it, whatever happened; then its temporary directory goes.
+            _kill_group(proc)
+            proc.wait()
+            with _LOCK:
+                _LIVE.discard(proc)
         events = []
         for line in res_path.read_text(encoding="utf-8").splitlines():
             try:

@@ -15,7 +15,7 @@ from typing import Callable
 from cglint.diagnostics import FileResult
 from cglint.runtime.plan import Planned, plan_file
 from cglint.runtime.report import GradientReport, next_step
-from cglint.runtime.runner import run_module_checks
+from cglint.runtime.runner import run_module_checks, stop_all
 from cglint.runtime.symptoms import shows
 
 # What a verdict means for a static finding, in the words the text output uses.
@@ -88,7 +88,12 @@ def run_runtime(
     workers = max(1, min(len(jobs), os.cpu_count() or 1))
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            outcomes = list(zip(jobs, pool.map(checked, jobs)))
+            try:
+                outcomes = list(zip(jobs, pool.map(checked, jobs)))
+            except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: children end now, not at their timeout
+                pool.shutdown(wait=False, cancel_futures=True)
+                stop_all()
+                raise
     finally:
         if display is not None:
             display.stop()

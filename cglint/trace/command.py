@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--calls", type=int, default=1, metavar="N",
                    help="eager calls checked per function and input signature (default: 1)")
+    p.add_argument("--runtime-order", type=int, choices=(1, 2), default=None, metavar="N",
+                   help="2: also check second derivatives and forward-mode JVPs (default: order in "
+                        "[tool.cglint.runtime], else 1)")
     p.add_argument("--output-format", choices=FORMAT_NAMES, default="text")
     p.add_argument("--output-file", metavar="PATH", help="write the report to PATH instead of stderr")
     p.add_argument("--config", metavar="FILE", help="pyproject.toml (or cglint.toml) for the static rules")
@@ -84,7 +87,8 @@ def main(argv: list[str]) -> int:
         env["CGLINT_TRACE_PKG"] = str(_PACKAGE_ROOT)
         env["CGLINT_TRACE_CALLS"] = str(args.calls)
         rt = settings.runtime  # [tool.cglint.runtime] rtol, atol, probes reach every check
-        env["CGLINT_TRACE_TOLERANCES"] = json.dumps({"rtol": rt.rtol, "atol": rt.atol, "probes": rt.probes})
+        env["CGLINT_TRACE_TOLERANCES"] = json.dumps({"rtol": rt.rtol, "atol": rt.atol, "probes": rt.probes,
+                                                     "order": args.runtime_order or rt.order})
         rc = _run(command, env)
         if rc is None:
             return _fail(f"command not found: {command[0]}")
@@ -118,7 +122,7 @@ def _run(command: list[str], env: dict) -> int | None:
 
 
 def _render(args, settings, results, runtime, command, rc) -> int | None:
-    from cglint import fix as fixmod
+    from cglint import files, fix as fixmod
     from cglint.report import Context, render
     from cglint.trace import report as trace_report
 
@@ -136,9 +140,9 @@ def _render(args, settings, results, runtime, command, rc) -> int | None:
             text = json.dumps(obj, indent=2) + "\n"
     if args.output_file:
         try:
-            fixmod.write_atomic(args.output_file, text)
+            fixmod.write_atomic(args.output_file, text, root=root)  # never out of the project through a link
         except OSError as exc:
-            return _fail(f"{args.output_file}: cannot write: {exc.strerror}")
+            return _fail(f"{args.output_file}: cannot write: {files.why(exc)}")
     else:
         sys.stderr.write(text)
         sys.stderr.flush()

@@ -40,3 +40,14 @@ def test_generated_programs_with_sites_keep_the_properties(data):
     hypothesmith = pytest.importorskip("hypothesmith")
     program = data.draw(hypothesmith.from_grammar())
     harness.check(harness.with_sites(program, data.draw(st.randoms(use_true_random=False))))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_hostile_environments_keep_the_trust_rules(seed):
+    """tests/fuzz/trust.py: links out of the tree, hostile configuration, caches, stdin
+    encodings and notebook JSON (the long run: scripts/fuzz.py --trust)."""
+    import random
+
+    from tests.fuzz import trust
+
+    trust.check(random.Random(seed))

@@ -429,3 +429,20 @@ def test_an_unstable_gradient_is_caught_by_the_float64_reference_only():
     assert check_gradient(naive, x, float64_rerun=False).verdict == "skipped"  # same precision: inconclusive
     stable = check_gradient(lambda x: (tf.math.softplus(x), lambda dy: dy * tf.sigmoid(x)), x)
     assert stable.verdict == "match", stable.detail
+
+
+def test_a_forward_that_fails_the_same_way_on_every_input_is_an_error_not_skipped():
+    from cglint.runtime.check import forward_failure, no_inputs_report
+
+    @tf.custom_gradient
+    def wrong_constant(x):
+        return x * tf.constant(2, dtype=tf.int32), lambda dy: dy * 2.0
+
+    failures = [forward_failure(wrong_constant, tf.ones(shape)) for shape in ([2, 3], [3], [])]
+    r = no_inputs_report(failures)
+    assert r.verdict == "error" and r.detail.startswith(
+        "the forward fails on every input tried, whatever its shape: InvalidArgumentError: cannot compute Mul"), r.detail
+    # Shape errors, or errors that ask for other kinds of inputs, leave it to the search: skipped.
+    assert no_inputs_report(["InvalidArgumentError: Input to reshape is a tensor with 6 values",
+                             "InvalidArgumentError: Input to reshape is a tensor with 3 values"]).verdict == "skipped"
+    assert no_inputs_report(["TypeError: indices must be integers"] * 3).verdict == "skipped"

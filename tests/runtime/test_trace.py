@@ -357,3 +357,14 @@ def test_trace_checks_inputs_over_the_budget_on_a_slice(real_shapes):
     assert wide["verdict"] == "mismatch" and "d/x off by" in wide["detail"], wide
     assert wide["checked"] == ("checked at its first eager call with (float32[8192, 256]), on the first 4096 of 8192 "
                                "rows (the inputs exceed the check's budget)")
+
+
+def test_trace_checks_second_derivatives_when_asked(tmp_path):
+    source = (ROOT / "fixtures" / "runtime" / "softplus_second_order.py").read_text()
+    (tmp_path / "prog.py").write_text(source + "\n\nsoftplus(tf.constant([[0.5, -1.0, 2.0]]))\n")
+    out = tmp_path / "report.json"
+    proc = trace(sys.executable, "prog.py", cwd=tmp_path,
+                 options=("--runtime-order", "2", "--output-format", "json", "--output-file", out))
+    (entry,) = json.loads(out.read_text())["runtime"]
+    assert proc.returncode == 1 and entry["verdict"] == "mismatch", entry
+    assert entry["detail"].startswith("second derivative: d/x off by"), entry["detail"]
