@@ -6,7 +6,6 @@ This module only parses the command line; the server (and pygls) load when it st
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 

@@ -56,9 +56,7 @@ def _cells(ls, uri: str) -> list[tuple[int, str, str]] | None:
 
 
 def _path(uri: str) -> str | None:
-    from cglint.lsp.server import fs_path
-
-    return fs_path(uri)
+    return txt.fs_path(uri)
 
 
 def lint_cells(ls, uri: str, cells: list[tuple[int, str, str]]) -> dict[str, list[lsp.Diagnostic]]:

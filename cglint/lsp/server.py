@@ -34,12 +34,12 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
-from pygls.uris import to_fs_path
 
 from cglint import __version__, config, engine
 from cglint import fix as fixing
 from cglint.diagnostics import Diagnostic, FileResult
 from cglint.lsp import text as txt
+from cglint.lsp.text import fs_path
 from cglint.rules import RULES_BY_CODE, Rule, select_rules
 
 log = logging.getLogger("cglint.lsp")
@@ -92,18 +92,6 @@ _DOC_URLS: dict[str, str] = {}
 
 
 # -- configuration and fixing: one plug point each ---------------------------------------
-
-def fs_path(uri: str) -> str | None:
-    """The file a document URI names, or None (an `untitled:` buffer, or a URI that maps to
-    no usable path, like `file:///a/%00/b.py`): such a buffer is linted without a path."""
-    if not uri.startswith("file:"):
-        return None
-    try:
-        path = to_fs_path(uri)
-    except Exception:  # noqa: BLE001 - whatever the client sent
-        return None
-    return path if path and "\0" not in path else None
-
 
 def _config_key(path: str | None) -> tuple[tuple[str, int], ...]:
     """What the configuration of `path` depends on: the config files above it and their

@@ -184,3 +184,17 @@ def noqa_code_at(line_text: str, column: int) -> tuple[str, int, int] | None:
         if start <= column <= end:
             return code.group().upper(), start, end
     return None
+
+
+def fs_path(uri: str) -> str | None:
+    """The file a document URI names, or None (an `untitled:` buffer, or a URI that maps to
+    no usable path, like `file:///a/%00/b.py`): such a buffer is linted without a path."""
+    if not uri.startswith("file:"):
+        return None
+    try:
+        from pygls.uris import to_fs_path
+
+        path = to_fs_path(uri)
+    except Exception:  # noqa: BLE001 - whatever the client sent
+        return None
+    return path if path and "\0" not in path else None
