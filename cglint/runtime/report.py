@@ -111,6 +111,8 @@ def next_step(detail: str, via: str, path: str = "") -> str:
         return f"{text}; to check it: {hint}"
     if "not reachable by import" in low or "no module-level name" in low:
         hint = TRACE_IT
+    elif "out of memory" in low and "set outside cglint" in low:  # not cglint's own limit to raise
+        hint = f"raise the limit set outside cglint (ulimit, prlimit, the container's), or {TRACE_IT}"
     elif "out of memory" in low:
         hint = f"raise `memory-limit` in [tool.cglint.runtime], or {TRACE_IT}"
     elif "timed out" in low:
