@@ -198,6 +198,7 @@ def findings(source: str, path: str) -> collections.Counter:
 def runtime_harmless(source: str, name: str, workdir: Path) -> bool | None:
     """Whether TensorFlow shows the mutant harmless (every function's gradients match
     autodiff); None when it cannot say (the function was skipped)."""
+    workdir.mkdir(parents=True, exist_ok=True)  # a /tmp cleaner may have taken it meanwhile
     target = workdir / name
     target.write_text(source)
     report = workdir / "runtime.json"
@@ -228,7 +229,7 @@ def main() -> int:
     runtime_fixtures: list[str] = []
     outcomes = []
     sites = 0
-    with tempfile.TemporaryDirectory(prefix="cglint-mutation-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mutation-bench-") as tmp:
         work = Path(tmp)
         for path, origin in corpus:
             source = path.read_text(errors="replace")
