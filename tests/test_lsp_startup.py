@@ -102,3 +102,50 @@ def test_initialize_is_answered_before_the_libraries_load_and_the_server_then_se
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_push_clients_first_file_is_published_early_and_pygls_says_the_same(tmp_path):
+    """The first didOpen of a push client is linted while pygls loads (fast_start.first_diagnostics)
+    and published; pygls, replaying it, publishes the same diagnostics again (one conversion,
+    cglint.lsp.diagnostics.as_json)."""
+    source = ("import tensorflow as tf\n\n\n@tf.custom_gradient\ndef op(x):\n"
+              "    y = tf.tan(x)\n    return y, lambda dy: dy / tf.square(tf.cos(y))  # é\n")
+    (tmp_path / "ops.py").write_text(source)
+    proc = subprocess.Popen([sys.executable, "-m", "cglint", "lsp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, cwd=tmp_path, env=ENV)
+    try:
+        _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "processId": os.getpid(), "rootUri": tmp_path.as_uri(),
+            "capabilities": {"general": {"positionEncodings": ["utf-16"]}}}})
+        assert fast_start.read_message(proc.stdout)[1]["id"] == 1
+        uri = (tmp_path / "ops.py").as_uri()
+        _send(proc, {"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        _send(proc, {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 3, "text": source}}})
+        import queue
+        import threading
+
+        inbox: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [inbox.put(fast_start.read_message(proc.stdout)[1]) for _ in range(20)],
+                         daemon=True).start()
+        published = []
+        deadline = time.monotonic() + 120
+        while len(published) < 2 and time.monotonic() < deadline:
+            try:
+                message = inbox.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if isinstance(message, dict) and message.get("method") == "textDocument/publishDiagnostics":
+                published.append(message["params"])
+        assert len(published) == 2, published  # the early one, then pygls's
+        assert published[0] == published[1]
+        assert published[0]["version"] == 3 and [d["code"] for d in published[0]["diagnostics"]] == ["CG005"]
+        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+        while (inbox.get(timeout=60) or {}).get("id") != 2:
+            pass
+        _send(proc, {"jsonrpc": "2.0", "method": "exit"})
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -39,15 +39,20 @@ def main(argv: list[str] | None = None) -> int:
     from cglint.lsp import fast_start
 
     loaded: list[BaseException] = []
-    loader = threading.Thread(target=_load, args=(loaded,), name="cglint-lsp-import", daemon=True)
+    engine_ready = threading.Event()
+    loader = threading.Thread(target=_load, args=(loaded, engine_ready), name="cglint-lsp-import", daemon=True)
     loader.start()
     stdin, stdout = fast_start.BoundedStdin(sys.stdin.buffer), sys.stdout.buffer
     raw, first = fast_start.read_message(stdin)
     answered = isinstance(first, dict) and first.get("method") == "initialize" and "id" in first
     if answered:
         params = first.get("params") if isinstance(first.get("params"), dict) else {}
-        stdout.write(fast_start.frame({"jsonrpc": "2.0", "id": first["id"], "result": fast_start.result(params)}))
+        answer = fast_start.result(params)
+        stdout.write(fast_start.frame({"jsonrpc": "2.0", "id": first["id"], "result": answer}))
         stdout.flush()
+        if "diagnosticProvider" not in answer["capabilities"]:  # a push client: the first file, now
+            raw += fast_start.first_diagnostics(stdin, stdout, answer["capabilities"]["positionEncoding"],
+                                                engine_ready, loaded)
     loader.join()
     if loaded:
         return _missing(str(loaded[0]))
@@ -63,9 +68,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _load(failed: list) -> None:
+def _load(failed: list, engine_ready) -> None:
     try:
-        import cglint.lsp.server  # noqa: F401 - pygls, lsprotocol, libcst and the rules
+        # What the first lint needs first (libcst and the rules), then pygls and lsprotocol.
+        from cglint.lsp import diagnostics  # noqa: F401
+        from cglint import engine  # noqa: F401
+    except ImportError as exc:
+        failed.append(exc)
+    finally:
+        engine_ready.set()
+    try:
+        import cglint.lsp.server  # noqa: F401 - pygls, lsprotocol
     except ImportError as exc:
         failed.append(exc)
 

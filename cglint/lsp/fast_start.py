@@ -88,6 +88,52 @@ def result(params: dict) -> dict:
     return {"capabilities": server, "serverInfo": {"name": "cglint", "version": __version__}}
 
 
+def first_diagnostics(stdin: BinaryIO, stdout: BinaryIO, encoding: str, engine_ready, failed: list) -> bytes:
+    """For a push client, the diagnostics of the first Python file it opens, published while
+    pygls is still loading (its libraries take most of the start-up): the messages up to that
+    `didOpen` (usually `initialized`, then the `didOpen`) are read here, returned to be replayed
+    to pygls, which lints the file again and publishes the same diagnostics (cglint.lsp.
+    diagnostics.as_json, both times). Anything else first (a request, a notebook) ends this."""
+    raw = b""
+    for _ in range(4):
+        data, message = read_message(stdin)
+        raw += data
+        if not isinstance(message, dict) or message.get("method") == "initialized":
+            if message is None:
+                return raw
+            continue
+        if message.get("method") != "textDocument/didOpen":
+            return raw
+        doc = (message.get("params") or {}).get("textDocument") or {}
+        if not isinstance(doc.get("uri"), str) or not isinstance(doc.get("text"), str) or doc.get("languageId") != "python":
+            return raw
+        engine_ready.wait()
+        if failed:
+            return raw
+        try:
+            published = _lint(doc, encoding)
+        except Exception:  # noqa: BLE001 - pygls lints it again and says what went wrong
+            return raw
+        stdout.write(frame({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": published}))
+        stdout.flush()
+        return raw
+    return raw
+
+
+def _lint(doc: dict, encoding: str) -> dict:
+    from cglint import engine
+    from cglint.lsp import diagnostics, text as txt
+
+    path = txt.fs_path(doc["uri"])
+    text = doc["text"]
+    result = engine.lint_source(text, path or doc["uri"], diagnostics.workspace_rules(path))
+    index = txt.LineIndex(text)
+    out = {"uri": doc["uri"], "diagnostics": [diagnostics.as_json(d, index, encoding) for d in result.diagnostics]}
+    if isinstance(doc.get("version"), int):
+        out["version"] = doc["version"]
+    return out
+
+
 # The largest message the server reads: a client's Content-Length beyond it (10**12 killed the
 # server with a MemoryError) is a framing error, logged and skipped.
 MAX_MESSAGE_BYTES = 256 * 2**20

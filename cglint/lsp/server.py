@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,10 +34,11 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
-from cglint import __version__, config, engine
+from cglint import __version__, engine
 from cglint import fix as fixing
 from cglint.diagnostics import Diagnostic, FileResult
 from cglint.lsp import text as txt
+from cglint.lsp.diagnostics import as_json, doc_url, workspace_rules as _workspace_rules  # noqa: F401 - doc_url: tests
 from cglint.lsp.text import fs_path
 from cglint.rules import RULES_BY_CODE, Rule, select_rules
 
@@ -54,41 +54,6 @@ DEBOUNCE_SECONDS = 0.0
 CONFIG_POLL_SECONDS = 1.0
 FIX_ALL_KIND = "source.fixAll.cglint"
 CONFIG_FILES = ("pyproject.toml",)
-_SEVERITY = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
-             "info": lsp.DiagnosticSeverity.Information}
-
-
-# -- rule documentation links -------------------------------------------------------------
-
-def doc_url(code: str) -> str | None:
-    """`codeDescription.href` for a rule: a Markdown file holding exactly what
-    `cglint --explain CODE` prints, written once per installed version under the user cache
-    (`$XDG_CACHE_HOME/cglint/docs/<version>/<CODE>.md`), so the link works offline and always
-    matches the rules that produced the diagnostic. None if it cannot be written."""
-    rule = RULES_BY_CODE.get(code)
-    if rule is None:
-        return None
-    cached = _DOC_URLS.get(code)
-    if cached is not None:
-        return cached or None
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cglint" / "docs" / __version__
-    target = base / f"{code}.md"
-    try:
-        body = rule.documentation()
-        if not target.exists() or target.read_text(encoding="utf-8") != body:
-            base.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(body, encoding="utf-8")
-            os.replace(tmp, target)  # atomic: a concurrent reader never sees half a file
-        url = target.resolve().as_uri()
-    except OSError as exc:
-        log.warning("cannot write rule documentation to %s: %s", target, exc)
-        url = ""
-    _DOC_URLS[code] = url
-    return url or None
-
-
-_DOC_URLS: dict[str, str] = {}
 
 
 # -- configuration and fixing: one plug point each ---------------------------------------
@@ -109,14 +74,6 @@ def _config_key(path: str | None) -> tuple[tuple[str, int], ...]:
             except (OSError, ValueError):
                 continue
     return tuple(key)
-
-
-def _workspace_rules(path: str | None) -> list[type[Rule]]:
-    """The rules `cglint` would run on `path`: [tool.cglint] from the nearest pyproject.toml,
-    read by `cglint.config` as the CLI reads it. Raises config.ConfigError for a broken file."""
-    start = str(Path(path).parent) if path else os.getcwd()
-    settings = config.load(start)
-    return list(settings.rules_for(path or os.path.join(start, "<untitled>.py")))
 
 
 def _fix_all(source: str, path: str, rules: list[type[Rule]]) -> str:
@@ -308,16 +265,13 @@ class CglintServer(LanguageServer):
         return await asyncio.shield(future)
 
     def to_lsp(self, d: Diagnostic, index: txt.LineIndex) -> lsp.Diagnostic:
-        start = index.from_cglint(d.line, d.column, self.encoding)
-        end = index.from_cglint(d.end_line, d.end_column, self.encoding)
-        href = doc_url(d.code)
+        """`cglint.lsp.diagnostics.as_json`'s fields, as lsprotocol's type (one conversion)."""
+        j = as_json(d, index, self.encoding)
+        (start, end), href = (j["range"]["start"], j["range"]["end"]), j.get("codeDescription", {}).get("href")
         return lsp.Diagnostic(
-            range=lsp.Range(lsp.Position(start.line, start.character), lsp.Position(end.line, end.character)),
-            message=d.editor_message,  # a short first line, then the details (as the CLI)
-            severity=_SEVERITY.get(d.severity, lsp.DiagnosticSeverity.Error),
-            code=d.code,
-            code_description=lsp.CodeDescription(href=href) if href else None,
-            source="cglint",
+            range=lsp.Range(lsp.Position(start["line"], start["character"]), lsp.Position(end["line"], end["character"])),
+            message=j["message"], severity=lsp.DiagnosticSeverity(j["severity"]), code=j["code"],
+            code_description=lsp.CodeDescription(href=href) if href else None, source=j["source"],
         )
 
     # -- push -------------------------------------------------------------------------------
