@@ -48,5 +48,5 @@ def test_the_readme_snippet_for_this_neovim_shows_the_finding(tmp_path):
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT),
            "CGLINT_NVIM_OUT": str(tmp_path / "out.txt"), "HOME": str(tmp_path)}
     subprocess.run([NVIM, "--headless", "-u", "init.lua", "-c", "luafile probe.lua", "bad.py"], cwd=tmp_path,
-                   env=env, timeout=120, capture_output=True)
+                   env=env, timeout=120, capture_output=True, stdin=subprocess.DEVNULL)
     assert (tmp_path / "out.txt").read_text().split("\n")[0] == "10:21 CG005"
