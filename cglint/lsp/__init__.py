@@ -39,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     from cglint.lsp import fast_start
 
     loaded: list[BaseException] = []
-    engine_ready = threading.Event()
-    loader = threading.Thread(target=_load, args=(loaded, engine_ready), name="cglint-lsp-import", daemon=True)
+    engine_ready, first_done = threading.Event(), threading.Event()
+    loader = threading.Thread(target=_load, args=(loaded, engine_ready, first_done), name="cglint-lsp-import",
+                              daemon=True)
     loader.start()
     stdin, stdout = fast_start.BoundedStdin(sys.stdin.buffer), sys.stdout.buffer
     raw, first = fast_start.read_message(stdin)
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         if "diagnosticProvider" not in answer["capabilities"]:  # a push client: the first file, now
             raw += fast_start.first_diagnostics(stdin, stdout, answer["capabilities"]["positionEncoding"],
                                                 engine_ready, loaded)
+    first_done.set()
     loader.join()
     if loaded:
         return _missing(str(loaded[0]))
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _load(failed: list, engine_ready) -> None:
+def _load(failed: list, engine_ready, first_done) -> None:
     try:
         # What the first lint needs first (libcst and the rules), then pygls and lsprotocol.
         from cglint.lsp import diagnostics  # noqa: F401
@@ -77,6 +79,9 @@ def _load(failed: list, engine_ready) -> None:
         failed.append(exc)
     finally:
         engine_ready.set()
+    # pygls's import would share the interpreter with the first lint: it waits for the lint (or
+    # for a client that opens no file at once).
+    first_done.wait(timeout=1.0)
     try:
         import cglint.lsp.server  # noqa: F401 - pygls, lsprotocol
     except ImportError as exc:
