@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -326,6 +327,21 @@ def write(path: str | os.PathLike[str], data: bytes | str, expect: tuple[int, in
         raise
     finally:
         _PENDING.discard(tmp)
+
+
+@contextlib.contextmanager
+def pending(path: str):
+    """`path`, a file of cglint's own about to be created, is removed on a signal (as the
+    writer's temporary files are) and when the block ends."""
+    _PENDING.add(path)
+    try:
+        yield path
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        _PENDING.discard(path)
 
 
 def _temporary(target: str) -> tuple[int, str]:

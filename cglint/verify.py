@@ -67,8 +67,7 @@ def fix_and_verify(path: str, rules, exempt=None, timeout: float = 120.0, write:
     # The probe is a new file of our own (O_EXCL: never through an existing name or link), named
     # so the child can import it, and registered before it exists so a signal removes it.
     probe = os.path.join(directory, f"_cglint_verify_{secrets.token_hex(6)}.py")
-    files._PENDING.add(probe)
-    try:
+    with files.pending(probe):
         handle = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(trial.new_source)
@@ -76,12 +75,6 @@ def fix_and_verify(path: str, rules, exempt=None, timeout: float = 120.0, write:
         planned = [p for p in plan_file(fixed, everything=True) if p.request["function"] in touched]
         reachable = [p for p in planned if p.skip is None]
         results = run_module_checks(probe, [p.request for p in reachable], timeout=timeout) if reachable else []
-    finally:
-        try:
-            os.unlink(probe)
-        except OSError:
-            pass
-        files._PENDING.discard(probe)
     by_name = {p.request["function"]: r for p, r in zip(reachable, results)}
     verdicts = []
     for name, line in touched.items():
