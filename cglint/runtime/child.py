@@ -207,6 +207,10 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
     from .spec import SpecError, build_inputs, candidate_specs, parse_spec
 
     name = request["function"]
+    if request.get("registered"):
+        from .registered import check_registered
+
+        return check_registered(module, request, seed)
     if request.get("reach"):
         return check_by_building(module, source, request, seed)
     fn, why = lookup(module, name)
