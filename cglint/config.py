@@ -24,7 +24,6 @@ one line naming the file and the key.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -327,6 +326,8 @@ def _runtime(table: Any, where: str) -> RuntimeSettings:
 def _check_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
     for key in table:
         if key not in known:
+            import difflib
+
             close = difflib.get_close_matches(key.replace("_", "-"), known, n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else f" (known: {', '.join(known)})"
             raise ConfigError(f"unknown key `{key}` in {where}{hint}")
