@@ -38,6 +38,7 @@ from __future__ import annotations
 import atexit
 import functools
 import gc
+import inspect
 import json
 import linecache
 import os
@@ -45,6 +46,7 @@ import random
 import re
 import sys
 import threading
+import types
 from typing import Any, Callable
 
 CG_MODULE = "tensorflow.python.ops.custom_gradient"
@@ -260,6 +262,45 @@ def closure_variant(f) -> tuple[str, ...]:
     return tuple(p[:200] for p in parts[:64])
 
 
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+
+
+def _in_stdlib(path: str) -> bool:
+    # (A Python without a venv keeps its site-packages inside the standard library's directory.)
+    return path.startswith(_STDLIB) and not {"site-packages", "dist-packages"} & set(path[len(_STDLIB):].split(os.sep))
+
+_DEREFS: dict[Any, tuple[str, ...]] = {}  # code -> the free variables it reads, in order
+
+
+def _wrapped(f, code):
+    """The function a wrapper's generic forward runs, or None: for a forward taking `*args` (the
+    shape of a wrapper's, as `tfp.math`'s custom_gradient decorator makes), the first function
+    of the user's (not TensorFlow's or Keras's) among the closed-over values it reads, in the
+    order its code reads them (`vjp_fwd` in `val, aux = vjp_fwd(*args)`)."""
+    if not code.co_flags & inspect.CO_VARARGS or not code.co_freevars:
+        return None
+    f = getattr(f, "__func__", f)
+    while isinstance(f, functools.partial):
+        f = f.func
+    cells = dict(zip(code.co_freevars, getattr(f, "__closure__", None) or ()))
+    names = _DEREFS.get(code)
+    if names is None:
+        import dis
+
+        names = _DEREFS[code] = tuple(dict.fromkeys(
+            i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_DEREF" and i.argval in cells))
+    for name in names:
+        try:
+            value = cells[name].cell_contents
+        except (KeyError, ValueError):
+            continue
+        inner = _code(value) if isinstance(value, (types.FunctionType, functools.partial)) else None
+        if inner is not None and inner is not code and not is_library(inner.co_filename) \
+                and not inner.co_filename.startswith("<") and not _in_stdlib(inner.co_filename):
+            return value
+    return None
+
+
 def _declared_intentional(path: str, firstlineno: int) -> bool:
     """`# cglint: intentional` on the def line or in the comments directly above it."""
     i = firstlineno
@@ -322,6 +363,11 @@ class Tracer:
         code = _code(f)
         if code is None:
             return None
+        # A generic forward a wrapper makes for many functions (`def f_wrapped(*args): ...
+        # vjp_fwd(*args)`) stands for the function it runs: one entry per wrapped function.
+        inner = _wrapped(f, code)
+        if inner is not None:
+            code = _code(inner)
         try:
             base = self.records[code]
         except KeyError:
