@@ -232,3 +232,15 @@ def test_symptoms_per_rule():
     assert [shows("CG016", v) for v in (value, raised, graph, dtype)] == [False, False, False, True]
     assert shows("CG006", value) is False
     assert all(shows(code, {"verdict": "match", "detail": "matches autodiff to 0"}) for code in ("CG005", "CG006"))
+
+
+def test_an_autograph_copy_is_one_entry_with_the_full_name():
+    key = {"path": "/p/quantizers.py", "firstlineno": 690}
+    full, copy = {**key, "qualname": "DoReFa.call.<locals>.op"}, {**key, "qualname": "call.<locals>.op"}
+    other = {**key, "firstlineno": 12, "qualname": "op"}
+    check = {"event": "check", "how": "eager", "signature": "(float32[3])",
+             "report": {"verdict": "intentional", "detail": "straight-through estimator"}}
+    fns = report.group([{**check, "function": copy, "context": "t.py::a"}, {**check, "function": other},
+                        {**check, "function": full, "context": "t.py::b"}])
+    assert [(f.qualname, f.firstlineno, len(f.checks), f.contexts) for f in fns] == [
+        ("DoReFa.call.<locals>.op", 690, 2, ["t.py::b", "t.py::a"]), ("op", 12, 1, [])]
