@@ -185,7 +185,13 @@ def main() -> int:
     ap.add_argument("--tfp-checkout", help="with --setup: a git repository of tensorflow/probability for its tests")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-trace-suites.md"))
+    ap.add_argument("--json", metavar="PATH", help="also save the measurements as JSON to PATH")
+    ap.add_argument("--render", metavar="PATH", help="only rewrite --out from measurements saved with --json")
     args = ap.parse_args()
+    if args.render:
+        saved = json.loads(Path(args.render).read_text())
+        write_results(Path(args.out), saved["results"], saved["repeats"])
+        return 0
     if args.setup:
         setup(args.tfp_checkout)
         return 0
@@ -210,6 +216,8 @@ def main() -> int:
                 f"verdicts {len(r['verdicts'])} ({time.monotonic() - t0:.0f}s)",
                 flush=True,
             )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "repeats": args.repeats}))
     write_results(Path(args.out), results, args.repeats)
     return 0
 
