@@ -207,10 +207,10 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
     from .spec import SpecError, build_inputs, candidate_specs, parse_spec
 
     name = request["function"]
-    if request.get("registered"):
-        from .registered import check_registered
+    if request.get("registered") or request.get("defun"):
+        from .registered import check_defun, check_registered
 
-        return check_registered(module, request, seed)
+        return (check_registered if request.get("registered") else check_defun)(module, request, seed)
     if request.get("reach"):
         return check_by_building(module, source, request, seed)
     fn, why = lookup(module, name)

@@ -92,8 +92,9 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
 
 def _registered_gradients(model: ModuleModel, result: FileResult, everything: bool) -> list[Planned]:
     """`@tf.RegisterGradient("Name")` functions defined at module level, with the op types the
-    module's `gradient_override_map({"Relu": "Name"})` calls send to them (string literals): the
-    child builds each op in a graph with that override and checks the function (`registered.py`)."""
+    module's `gradient_override_map({"Relu": "Name"})` calls send to them (string literals), and
+    `@function.Defun(..., python_grad_func=g)` functions: the child differentiates each op in a
+    graph, where TensorFlow uses that gradient, and checks it (`registered.py`)."""
     overrides: dict[str, list[str]] = {}
     for call, _ in model.all_calls:
         if (isinstance(call.func, cst.Attribute) and call.func.attr.value == "gradient_override_map"
@@ -104,25 +105,29 @@ def _registered_gradients(model: ModuleModel, result: FileResult, everything: bo
                     ops = overrides.setdefault(el.value.evaluated_value, [])
                     if el.key.evaluated_value not in ops:
                         ops.append(el.key.evaluated_value)
-    if not overrides and not everything:
-        return []
     lines = result.source.splitlines()
     planned = []
     for fn, scope in model.decorated:
         for dec in fn.decorators:
             call = dec.decorator
-            if not (isinstance(call, cst.Call) and call.args and isinstance(call.args[0].value, cst.SimpleString)
-                    and (model.qualname(call.func) or "").startswith("tensorflow.")
-                    and (model.qualname(call.func) or "").endswith(".RegisterGradient")):
+            qual = model.qualname(call.func) if isinstance(call, cst.Call) else None
+            if not (qual or "").startswith("tensorflow."):
                 continue
-            name = call.args[0].value.evaluated_value
+            if qual.endswith(".Defun") and any(a.keyword and a.keyword.value in ("python_grad_func", "grad_func")
+                                               for a in call.args):
+                # `function.Defun(tf.float32, python_grad_func=g)`: the Defun's own gradient
+                name, how = fn.name.value, {"defun": True}
+            elif qual.endswith(".RegisterGradient") and call.args and isinstance(call.args[0].value, cst.SimpleString):
+                name = call.args[0].value.evaluated_value
+                how = {"registered": {"name": name, "ops": overrides.get(name, [])}}
+            else:
+                continue
             span = model.positions[fn]
             start, end = model.positions[fn.decorators[0]].start.line, span.end.line
             mine = [d for d in result.diagnostics if start <= _module_line(result, d) <= end]
             if not mine and not everything:
                 continue
-            request: dict = {"function": fn.name.value, "line": start, "shapes": _module_shapes(model),
-                             "registered": {"name": name, "ops": overrides.get(name, [])}}
+            request: dict = {"function": fn.name.value, "line": start, "shapes": _module_shapes(model), **how}
             comments = _comments_above(lines, start) + lines[start:model.positions[fn.name].start.line]
             example = next((m.group("spec") for c in comments if (m := _EXAMPLE.search(c))), None)
             if example:
@@ -130,7 +135,7 @@ def _registered_gradients(model: ModuleModel, result: FileResult, everything: bo
             if any(_INTENTIONAL.search(c) for c in comments):
                 request["intentional"] = True
             skip = None if scope is model.root else \
-                "registered inside a function: the registration does not run on import"
+                "defined inside a function: not reachable by import"
             planned.append(Planned(None, start, request, mine, skip, end))
     return planned
 

@@ -42,24 +42,20 @@ def _op_inputs(op_def) -> list[str] | str:
     return names
 
 
-def _forward(op_type: str, name: str, names: list[str], grad_name: str):
-    """`forward(*inputs) -> (y, grad_fn)`: the op eagerly, and its gradient by `tf.gradients` in a
-    graph where `gradient_override_map({op_type: name})` sends it to the registered function."""
-    raw = getattr(tf.raw_ops, op_type)
+def _forward(run, build, names: list[str], grad_name: str):
+    """`forward(*inputs) -> (y, grad_fn)`: `run(*inputs)` eagerly for y, and the gradient that
+    `tf.gradients` takes of `build(*constants)` in a graph of its own (where the registered or
+    attached gradient function is the one TensorFlow uses)."""
 
     def forward(*xs):
-        y = raw(**dict(zip(names, xs)))
+        y = run(*xs)
         values = [np.asarray(x) for x in xs]
 
         def grad_fn(*upstream):
             graph = tf.Graph()
             with graph.as_default():
                 cs = [tf.constant(v) for v in values]
-                with graph.gradient_override_map({op_type: name}):
-                    out = raw(**dict(zip(names, cs)))
-                ys = tf.nest.flatten(out)
-                if ys[0].op.get_attr("_gradient_op_type") != name.encode():
-                    raise RuntimeError(f"the override of {op_type} by {name!r} is not in effect")
+                ys = tf.nest.flatten(build(*cs))
                 grads = tf.gradients(ys, cs, grad_ys=[tf.constant(np.asarray(u)) for u in upstream])
                 fetch = [tf.convert_to_tensor(g) for g in grads if g is not None]
                 with tf.compat.v1.Session(graph=graph) as session:
@@ -75,6 +71,20 @@ def _forward(op_type: str, name: str, names: list[str], grad_name: str):
     return forward
 
 
+def _overridden(op_type: str, name: str, names: list[str]):
+    """The op built with `gradient_override_map({op_type: name})` in effect."""
+    raw = getattr(tf.raw_ops, op_type)
+
+    def build(*cs):
+        with tf.compat.v1.get_default_graph().gradient_override_map({op_type: name}):
+            out = raw(**dict(zip(names, cs)))
+        if tf.nest.flatten(out)[0].op.get_attr("_gradient_op_type") != name.encode():
+            raise RuntimeError(f"the override of {op_type} by {name!r} is not in effect")
+        return out
+
+    return lambda *xs: raw(**dict(zip(names, xs))), build
+
+
 def _skipped(detail: str, seed: int, function: str) -> dict:
     return {**GradientReport.skipped(detail, seed).to_dict(), "function": function}
 
@@ -83,8 +93,6 @@ def check_registered(module, request: dict, seed: int) -> dict:
     """The child's check of one registered gradient (`request["registered"]`: its name and the op
     types the module's override maps send to it)."""
     from tensorflow.python.framework import op_def_registry, ops
-
-    from .spec import SpecError, build_inputs, parse_spec
 
     reg, function = request["registered"], request["function"]
     name = reg["name"]
@@ -107,32 +115,67 @@ def check_registered(module, request: dict, seed: int) -> dict:
         if isinstance(names, str):
             results.append(_skipped(f"{names}: add `# cglint: example ...` inputs", seed, function))
             continue
-        forward = _forward(op_type, name, names, function)
-        spec_text = request.get("inputs")
-        try:
-            if spec_text:
-                inputs = build_inputs(parse_spec(spec_text), names, module, seed)
-            else:
-                rng, inputs, failures = np.random.default_rng(seed), None, []
-                for shape in [tuple(s) for s in request.get("shapes") or []] + list(_SHAPES):
-                    candidate = [tf.constant(rng.standard_normal(shape), tf.float32) for _ in names]
-                    failures.append(forward_failure(forward, *candidate))
-                    if failures[-1] is None:
-                        inputs, spec_text = candidate, ", ".join(
-                            f"{n}=normal({', '.join(map(str, shape))})" for n in names)
-                        break
-                if inputs is None:
-                    results.append({**no_inputs_report(failures, seed).to_dict(), "function": function})
-                    continue
-        except SpecError as e:
-            return _skipped(f"bad input spec: {e}", seed, function)
-        # The override exists only in a graph: there is no tf.function mode to compare.
-        report = check_gradient(forward, *inputs, seed=seed, rtol=request.get("rtol"),
-                                atol=request.get("atol"), probes=request.get("probes", 3),
-                                intentional=bool(request.get("intentional", False)), graph=False)
-        report.detail = f"{report.detail} (gradient of {op_type} registered as {name!r}, run by tf.gradients in a graph)"
-        report.modes = {"graph": report.verdict}
-        results.append({**report.to_dict(), "inputs": spec_text})
+        forward = _forward(*_overridden(op_type, name, names), names, function)
+        results.append(_check(forward, names, [tf.float32] * len(names), module, request, seed,
+                              f"gradient of {op_type} registered as {name!r}"))
     # Several op types sent to one function: the worst verdict speaks for it.
+    return _worst(results)
+
+
+def check_defun(module, request: dict, seed: int) -> dict:
+    """A `function.Defun(..., python_grad_func=g)` (or `grad_func=`): its Python function run
+    eagerly against the Defun called in a graph, where TensorFlow differentiates it with `g`."""
+    from .child import lookup
+
+    function = request["function"]
+    defun, why = lookup(module, function)
+    run = getattr(defun, "_func", None)
+    if defun is None or run is None:
+        return _skipped(why or f"{function} is not a function.Defun", seed, function)
+    names = _params(run)
+    types = list(getattr(defun, "_arg_types", None) or [tf.float32] * len(names))
+    forward = _forward(run, defun, names, function)
+    return _check(forward, names, types, module, request, seed, f"gradient function of the Defun {function}")
+
+
+def _params(fn) -> list[str]:
+    try:
+        return [p.name for p in inspect.signature(fn).parameters.values()]
+    except (TypeError, ValueError):
+        return []
+
+
+def _check(forward, names, dtypes, module, request: dict, seed: int, what: str) -> dict:
+    """Inputs (the `# cglint: example` spec, else small Gaussian tensors of the first shape the
+    op accepts) and the check; the graph is the only mode there is (no tf.function to compare)."""
+    from .spec import SpecError, build_inputs, parse_spec
+
+    function, spec_text = request["function"], request.get("inputs")
+    try:
+        if spec_text:
+            inputs = build_inputs(parse_spec(spec_text), names, module, seed)
+        else:
+            rng, inputs, failures = np.random.default_rng(seed), None, []
+            for shape in [tuple(s) for s in request.get("shapes") or []] + list(_SHAPES):
+                candidate = [tf.constant(rng.standard_normal(shape), d) for d in dtypes]
+                failures.append(forward_failure(forward, *candidate))
+                if failures[-1] is None:
+                    inputs, spec_text = candidate, ", ".join(
+                        f"{n}=normal({', '.join(map(str, shape))}{'' if d == tf.float32 else ', dtype=' + d.name})"
+                        for n, d in zip(names, dtypes))
+                    break
+            if inputs is None:
+                return {**no_inputs_report(failures, seed).to_dict(), "function": function}
+    except SpecError as e:
+        return _skipped(f"bad input spec: {e}", seed, function)
+    report = check_gradient(forward, *inputs, seed=seed, rtol=request.get("rtol"),
+                            atol=request.get("atol"), probes=request.get("probes", 3),
+                            intentional=bool(request.get("intentional", False)), graph=False)
+    report.detail = f"{report.detail} ({what}, run by tf.gradients in a graph)"
+    report.modes = {"graph": report.verdict}
+    return {**report.to_dict(), "inputs": spec_text}
+
+
+def _worst(results: list[dict]) -> dict:
     order = ("error", "mismatch", "intentional", "match", "skipped")
     return min(results, key=lambda r: order.index(r.get("verdict", "skipped")))

@@ -98,3 +98,42 @@ def test_a_registered_gradient_whose_op_the_module_does_not_name_is_skipped_with
     assert (planned.request["function"], got["verdict"]) == ("unused", "skipped")
     assert got["detail"] == f"no gradient_override_map in the module sends an op to 'Unnamed_{path.stem}'"
     assert tf.executing_eagerly()  # the checks build graphs of their own: eager mode stays on
+
+
+DEFUN = '''
+import tensorflow as tf
+from tensorflow.python.framework import function
+
+
+def passes_through(op, grad):
+    return grad  # should be grad * sigmoid(x)
+
+
+def sigmoid_grad(op, grad):
+    return grad * tf.sigmoid(op.inputs[0])
+
+
+@function.Defun(tf.float32, python_grad_func=passes_through)
+def softplus(x):
+    return tf.math.log(1.0 + tf.exp(x))
+
+
+@function.Defun(tf.float32, python_grad_func=sigmoid_grad)
+def softplus_fixed(x):
+    return tf.math.log(1.0 + tf.exp(x))
+'''
+
+
+def test_a_defun_gradient_function_is_checked_against_autodiff_of_its_python_function(tmp_path):
+    path = tmp_path / f"defun_{uuid.uuid4().hex[:8]}.py"
+    path.write_text(DEFUN)
+    result = lint_file(str(path))
+    planned = {p.request["function"]: p for p in plan_file(result, everything=True)}
+    assert set(planned) == {"softplus", "softplus_fixed"}
+    module = import_by_path(str(path))
+    got = {name: check_one(module, result.source, p.request, seed=0) for name, p in planned.items()}
+    wrong = got["softplus"]
+    assert wrong["verdict"] == "mismatch" and wrong["detail"].startswith("d/x off by ")
+    assert "the grad fn returns the upstream unchanged" in wrong["detail"]
+    assert "(gradient function of the Defun softplus, run by tf.gradients in a graph)" in wrong["detail"]
+    assert (got["softplus_fixed"]["verdict"], got["softplus_fixed"]["reference"]) == ("match", "autodiff")
