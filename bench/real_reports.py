@@ -44,11 +44,6 @@ SYMPTOM = {
 
 # Why a reproducing report is missed, kept with the script so every run writes it.
 NOTES: dict[str, str] = {
-    "09_defun_grad_func_passthrough": (
-        "the same class as 08 through `function.Defun(python_grad_func=...)`, graph mode only. `--runtime` "
-        "checks `tf.RegisterGradient` functions in a graph with the module's `gradient_override_map` "
-        "(which catches 08), but a Defun's gradient function is attached to the function it decorates, "
-        "not registered by name: neither runtime builds it, and trace patches `tf.custom_gradient` only."),
     "15_phase_shift_no_conjugate": (
         "reported, but not with its own symptom: both runtimes say `mismatch` (d/phi off by 662% vs "
         "autodiff) without naming the conjugate. The conjugate test recognises custom = conj(autodiff) "

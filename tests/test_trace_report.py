@@ -184,6 +184,18 @@ def test_functions_one_wrapper_makes_get_one_entry_each_under_their_own_names():
 
     assert tracer._record(make(_square_fwd)).key["qualname"].endswith("make.<locals>.forward")
     assert tracer._record(_wrapper(json.dumps, abs)).key["qualname"] == "_wrapper.<locals>.f_wrapped"
+    # TensorFlow's own wrappers (`tf.recompute_grad`'s `inner(*args)`) stay library code: unchecked.
+    scope: dict = {}
+    exec(compile(_WRAPPER_SOURCE, "/venv/lib/site-packages/tensorflow/python/ops/custom_gradient.py", "exec"), scope)
+    assert tracer._record(scope["recompute_grad"](_square_fwd)) is None
+
+
+_WRAPPER_SOURCE = """
+def recompute_grad(f):
+    def inner(*args):
+        return f(*args), None
+    return inner
+"""
 
 
 ORDER = """import tensorflow as tf

@@ -365,7 +365,8 @@ class Tracer:
             return None
         # A generic forward a wrapper makes for many functions (`def f_wrapped(*args): ...
         # vjp_fwd(*args)`) stands for the function it runs: one entry per wrapped function.
-        inner = _wrapped(f, code)
+        # TensorFlow's and Keras's own (`tf.recompute_grad`) stay theirs: not checked.
+        inner = None if is_library(code.co_filename) else _wrapped(f, code)
         if inner is not None:
             code = _code(inner)
         try:
