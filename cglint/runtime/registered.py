@@ -8,6 +8,9 @@ op is built in a `tf.Graph` with the override, and the registered function's gra
 `tf.compat.v1.Session`. Wrapped as a `(y, grad_fn)` forward whose `y` is the op run eagerly, the
 usual check compares them with TensorFlow's own gradient of the op (the eager tape, which ignores
 the override) or float64 finite differences where the op has none (Round, Sign).
+
+A `function.Defun(..., python_grad_func=g)` is checked the same way: the Defun called in a graph,
+differentiated with `g`, against autodiff of its Python function run eagerly.
 """
 
 from __future__ import annotations
