@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from cglint.model.boundaries import BoundaryQueries
 from cglint.model.flow import FlowQueries
 from cglint.model.index import ModuleIndex
 from cglint.model.scopes import Binding, Scope, _Collector, _ReadsIn, reach_imports
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from cglint.model.sites import GradientSite
 
 
-class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
+class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, ModuleIndex):
     """Everything the rules may ask about one module."""
 
     def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = (), *, project: Project | None = None,
@@ -81,6 +82,9 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         return hit[1]
 
     def _qualname(self, expr: cst.BaseExpression | None) -> str | None:
+        owner = self._owner_of(expr) if expr is not None else None
+        if owner is not None:  # read in a function of another module (`BoundaryQueries.adopt`)
+            return owner.qualname(expr)
         parts: list[str] = []
         while isinstance(expr, cst.Attribute):
             parts.append(expr.attr.value)
@@ -94,6 +98,9 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         """What an expression may hold: names are followed through assignments (all of them,
         since control flow is not modelled); anything else stands for itself."""
         if isinstance(expr, cst.Name) and depth < 8:
+            owner = self._owner_of(expr)
+            if owner is not None:
+                return owner.resolve(expr, scope, depth)
             found = scope.lookup(expr.value)
             if found is None:
                 return [expr]
@@ -115,6 +122,9 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         imported (`from .derivatives import dtan`), in another module of the project."""
         if not isinstance(expr, cst.Name):
             return None
+        owner = self._owner_of(expr)
+        if owner is not None:
+            return owner.helper(expr, scope)
         if scope.lookup(expr.value) is None and expr.value in self.project_imports:
             found = [(owner, v) for owner, v in self.imported(expr.value)
                      if isinstance(v, cst.FunctionDef) and v in owner.scope_of]

@@ -1,0 +1,339 @@
+"""Across the boundaries real code crosses: which function an expression that names a callable
+is, when it is not a plain name bound to a def in this module.
+
+Grad fns, forwards and decorators are reached through a class hierarchy (`self._grad`,
+`cls._fwd`, `super()._grad`, bases in other project modules), through structures (a dict or list
+of functions indexed by a constant, `GRADS["gelu"]`; a field of a config object, namedtuple or
+dataclass built in the source, `cfg.grad_fn`), through factories (a call of a function that
+returns a nested def or lambda, `make_grad(x)`, in this module or another), through
+`functools.partial`, and through user decorators that apply `tf.custom_gradient` (`def
+cg_op(f): return tf.custom_gradient(f)`, a `functools.wraps` wrapper around it, or a decorator
+factory returning one). Every step is bounded (`MAX_DEPTH`, `MAX_CALLEES`); another module is
+read through the project index, which models each file once per content hash.
+
+A function found in another module is *adopted*: the names it reads are answered by its own
+module (`qualname`, `resolve`, `helper`), so rules asking the site's model about a grad fn
+defined elsewhere get the defining module's answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from cglint.model.scopes import FunctionNode, Scope, _is_self, _is_staticmethod, _positional_params
+
+if TYPE_CHECKING:
+    from cglint.model.module import ModuleModel
+
+MAX_DEPTH = 6  # steps followed (a factory's return, a base class, a table entry, ...)
+MAX_CALLEES = 8  # functions one expression may stand for before it is "unknown"
+
+
+@dataclass(frozen=True, eq=False)
+class Callee:
+    """A function an expression may be: its def or lambda, the module defining it, and what is
+    bound already (a method's `self`, a partial's arguments)."""
+
+    node: FunctionNode
+    model: ModuleModel
+    bound: int = 0
+    keywords: frozenset[str] = frozenset()
+
+    @property
+    def scope(self) -> Scope:
+        return self.model.scope_of[self.node]
+
+
+class BoundaryQueries:
+    """`callables`, `applies_custom_gradient` and adoption of functions of other modules."""
+
+    def callables(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> list[Callee]:
+        """The functions `expr` (read in `scope` of this module) may be; empty when unknown."""
+        if expr is None or depth > MAX_DEPTH:
+            return []
+        owner = self._owner_of(expr)
+        if owner is not None:
+            return owner.callables(expr, scope, depth)
+        out: list[Callee] = []
+        if isinstance(expr, cst.Name) and self._is_imported_name(expr, scope):
+            for model, value in self.imported(expr.value):
+                out += model._callables_of(value, model.root, depth + 1)
+            return out[:MAX_CALLEES]
+        for value in self.resolve(expr, scope):
+            out += self._callables_of(value, scope, depth)
+        return out[:MAX_CALLEES]
+
+    def _is_imported_name(self, name: cst.Name, scope: Scope) -> bool:
+        found = scope.lookup(name.value)
+        return name.value in self.project_imports and (found is None or all(v is None for v in found[1]))
+
+    def _callables_of(self, value: object, scope: Scope, depth: int) -> list[Callee]:
+        if isinstance(value, (cst.FunctionDef, cst.Lambda)):
+            if value not in self.scope_of:
+                return []
+            cls = self.scope_of[value].parent
+            bound = 1 if isinstance(value, cst.FunctionDef) and cls is not None and isinstance(cls.node, cst.ClassDef) \
+                and not _is_staticmethod(value) else 0
+            return [Callee(value, self, bound)]
+        if depth >= MAX_DEPTH:
+            return []
+        if isinstance(value, cst.Call):
+            return self._called(value, scope, depth + 1)
+        if isinstance(value, cst.Attribute):
+            return self._attribute(value, scope, depth + 1)
+        if isinstance(value, cst.Subscript):
+            return [c for entry, where in self._entries(value, scope, depth + 1)
+                    for c in self.callables(entry, where, depth + 1)]
+        return []
+
+    # -- calls: functools.partial and factories
+
+    def _called(self, call: cst.Call, scope: Scope, depth: int) -> list[Callee]:
+        if self.qualname(call.func) == "functools.partial":
+            if not call.args or any(a.star for a in call.args[1:]):
+                return []
+            rest = call.args[1:]
+            keywords = frozenset(a.keyword.value for a in rest if a.keyword is not None)
+            return [Callee(c.node, c.model, c.bound + sum(1 for a in rest if a.keyword is None), c.keywords | keywords)
+                    for c in self.callables(call.args[0].value, scope, depth)]
+        out: list[Callee] = []
+        for factory in self.callables(call.func, scope, depth):  # what the factory returns
+            if isinstance(factory.node, cst.FunctionDef):
+                for ret in factory.scope.returns:
+                    if ret.value is not None:
+                        out += factory.model.callables(ret.value, factory.scope, depth + 1)
+        return out
+
+    # -- attributes: methods through the class hierarchy, fields of built objects
+
+    def _attribute(self, attr: cst.Attribute, scope: Scope, depth: int) -> list[Callee]:
+        name, base = attr.attr.value, attr.value
+        if _is_self(base) or _is_super(base):
+            cls = scope.enclosing_class()
+            if cls is None:
+                return []
+            if _is_super(base):
+                return [c for model, parent in self.bases(cls) for c in model.method(parent, name, depth + 1)]
+            return self.method(cls, name, depth)
+        out: list[Callee] = []
+        for value in self.resolve(base, scope):
+            if isinstance(value, cst.Call):
+                field = self._field(value, name, scope, depth)
+                if field is not None:
+                    out += self.callables(field[0], field[1], depth + 1)
+            elif isinstance(value, cst.ClassDef) and value in self.scope_of:
+                out += self.method(self.scope_of[value], name, depth)
+        return out
+
+    def method(self, cls: Scope, name: str, depth: int = 0) -> list[Callee]:
+        """`name` looked up on instances of the class `cls`: its own defs and `self.name = ...`
+        in its methods, then its bases (in this module or imported from the project)."""
+        if depth > MAX_DEPTH:
+            return []
+        defs = [v for v in cls.bindings.get(name, []) if isinstance(v, (cst.FunctionDef, cst.Lambda))]
+        if defs:
+            return [c for d in defs for c in self._callables_of(d, cls, depth)]
+        if name in cls.attributes:  # `self._grad = make_grad(...)` in `__init__`
+            out: list[Callee] = []
+            for value in cls.attributes[name]:
+                where = self._scope_of_expr(value, cls)
+                out += self._callables_of(value, where, depth + 1) if not isinstance(value, cst.Name) \
+                    else self.callables(value, where, depth + 1)
+            return out
+        for model, parent in self.bases(cls):
+            found = model.method(parent, name, depth + 1)
+            if found:
+                return found
+        return []
+
+    def bases(self, cls: Scope) -> list[tuple[ModuleModel, Scope]]:
+        """The class scopes `cls`'s bases name, here or in another project module."""
+        out: list[tuple[ModuleModel, Scope]] = []
+        if not isinstance(cls.node, cst.ClassDef):
+            return out
+        for base in cls.node.bases:
+            expr = base.value
+            if isinstance(expr, cst.Name) and self._is_imported_name(expr, self.root):
+                found = self.imported(expr.value)
+            else:
+                found = [(self, v) for v in self.resolve(expr, cls.parent or self.root)]
+            out += [(model, model.scope_of[v]) for model, v in found
+                    if isinstance(v, cst.ClassDef) and v is not cls.node and v in model.scope_of]
+        return out
+
+    def _field(self, call: cst.Call, name: str, scope: Scope, depth: int) -> tuple[cst.BaseExpression, Scope] | None:
+        """`Config(grad_fn=g).grad_fn` -> `g`: the argument a constructor call of a class (a
+        dataclass, a `NamedTuple`, a `namedtuple(...)` made in the source) passes for field `name`."""
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg.value, scope
+        fields = self._fields(call.func, scope, depth)
+        if fields is None or name not in fields:
+            return None
+        index = fields.index(name)
+        for i, arg in enumerate(call.args):
+            if arg.keyword is not None or arg.star:
+                return None
+            if i == index:
+                return arg.value, scope
+        return None
+
+    def _fields(self, func: cst.BaseExpression, scope: Scope, depth: int) -> list[str] | None:
+        """The positional fields of a record class: a class body's annotated names (dataclass,
+        NamedTuple) or `namedtuple("P", ["a", "b"])` / `namedtuple("P", "a b")`."""
+        for value in self.resolve(func, scope):
+            if isinstance(value, cst.ClassDef):
+                return [s.body[0].target.value for s in value.body.body  # type: ignore[union-attr]
+                        if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.AnnAssign)
+                        and isinstance(s.body[0].target, cst.Name)]
+            if isinstance(value, cst.Call) and (self.qualname(value.func) or "").endswith("namedtuple") \
+                    and len(value.args) >= 2:
+                names = value.args[1].value
+                if isinstance(names, cst.SimpleString):
+                    return str(names.evaluated_value).replace(",", " ").split()
+                if isinstance(names, (cst.List, cst.Tuple)):
+                    out = [el.value.evaluated_value for el in names.elements if isinstance(el.value, cst.SimpleString)]
+                    return out if len(out) == len(names.elements) else None  # type: ignore[return-value]
+        return None
+
+    # -- structures: tables of functions indexed by a constant
+
+    def _entries(self, sub: cst.Subscript, scope: Scope, depth: int) -> list[tuple[cst.BaseExpression, Scope]]:
+        """`TABLE["key"]` / `FNS[0]`: the entry a constant key selects in a literal dict, list or
+        tuple the container is bound to (here, an imported table, or `self.table`)."""
+        if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Index):
+            return []
+        key = self._constant(sub.slice[0].slice.value, scope)
+        if key is None:
+            return []
+        out: list[tuple[cst.BaseExpression, Scope]] = []
+        for model, table, where in self._tables(sub.value, scope):
+            entry = _entry(table, key)
+            if entry is not None:
+                out.append((entry, where))
+                if model is not self:
+                    self._adopt_expr(model, entry)
+        return out
+
+    def _tables(self, expr: cst.BaseExpression, scope: Scope) -> list[tuple[ModuleModel, cst.CSTNode, Scope]]:
+        if isinstance(expr, cst.Name) and self._is_imported_name(expr, scope):
+            return [(m, v, m.root) for m, v in self.imported(expr.value) if isinstance(v, (cst.Dict, cst.List, cst.Tuple))]
+        if isinstance(expr, cst.Attribute) and _is_self(expr.value):
+            cls = scope.enclosing_class()
+            values = cls.attributes.get(expr.attr.value, []) + cls.bindings.get(expr.attr.value, []) if cls else []
+            return [(self, v, self._scope_of_expr(v, cls)) for v in values if isinstance(v, (cst.Dict, cst.List, cst.Tuple))]
+        return [(self, v, scope) for v in self.resolve(expr, scope) if isinstance(v, (cst.Dict, cst.List, cst.Tuple))]
+
+    def _constant(self, expr: cst.BaseExpression, scope: Scope) -> str | int | None:
+        values = self.resolve(expr, scope)
+        if len(values) != 1:
+            return None
+        value = values[0]
+        if isinstance(value, cst.SimpleString):
+            return str(value.evaluated_value)
+        if isinstance(value, cst.Integer):
+            return int(value.evaluated_value)
+        return None
+
+    # -- decorators that apply tf.custom_gradient
+
+    def applies_custom_gradient(self, decorator: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether a decorator that is not `tf.custom_gradient` itself applies it: a function
+        (here or imported) returning `tf.custom_gradient(f)` (possibly under `tf.function(...)`)
+        or a wrapper that does (`return tf.custom_gradient(f)(*args)`, a `@tf.custom_gradient`
+        wrapper), or a decorator factory returning such a function."""
+        if isinstance(decorator, cst.Name) and scope.lookup(decorator.value) is None \
+                and decorator.value not in self.project_imports:
+            return False  # a builtin, TensorFlow or an installed package: never project code
+        if isinstance(decorator, cst.Attribute) and not _is_self(decorator.value) and self.qualname(decorator) is not None:
+            return False
+        return any(c.model._wraps_custom_gradient(c, 0) for c in self.callables(decorator, scope))
+
+    def _wraps_custom_gradient(self, fn: Callee, depth: int) -> bool:
+        if depth > 2 or not isinstance(fn.node, cst.FunctionDef):
+            return False
+        if any(self._is_custom_gradient(d.decorator) for d in fn.node.decorators):
+            return depth > 0  # a nested `@tf.custom_gradient` wrapper the decorator returns
+        for ret in fn.scope.returns:
+            for value in self.resolve(ret.value, fn.scope) if ret.value is not None else ():
+                if any(self._is_custom_gradient(c.func) for c in _calls_in(value)):
+                    return True
+                if isinstance(value, cst.FunctionDef) and value in self.scope_of and \
+                        self._wraps_custom_gradient(Callee(value, self), depth + 1):
+                    return True
+        return False
+
+    # -- adoption of functions defined in other modules
+
+    def adopt(self, callee: Callee) -> None:
+        """Let this model answer for a function of another module (see the module docstring)."""
+        if callee.model is self:
+            return
+        for scope in callee.scope.walk():
+            for name in scope.reads:
+                self._foreign[id(name)] = (name, callee.model)
+        if callee.model.path is not None:
+            self.dependencies.update(callee.model.dependencies)
+
+    def _adopt_expr(self, model: ModuleModel, expr: cst.CSTNode) -> None:
+        for name in model.reads_in(expr):  # type: ignore[arg-type]
+            self._foreign[id(name)] = (name, model)
+
+    @property
+    def _foreign(self) -> dict[int, tuple[cst.Name, ModuleModel]]:
+        return self.__dict__.setdefault("_foreign_names", {})
+
+    def _owner_of(self, expr: cst.CSTNode) -> ModuleModel | None:
+        """The other module whose adopted function `expr` (a name, or an attribute chain on
+        one) is read in, or None for this module's own nodes."""
+        foreign = self.__dict__.get("_foreign_names")
+        if not foreign:
+            return None
+        while isinstance(expr, cst.Attribute):
+            expr = expr.value
+        hit = foreign.get(id(expr))
+        return hit[1] if hit is not None and hit[0] is expr else None
+
+    def _scope_of_expr(self, value: object, cls: Scope) -> Scope:
+        """The scope (a method of `cls`, or `cls`) an expression bound in the class is read in."""
+        names = self.reads_in(value) if isinstance(value, cst.BaseExpression) else []
+        if names:
+            for scope in cls.walk():
+                if any(n is names[0] for n in scope.reads):
+                    return scope
+        return cls
+
+
+def _is_super(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "super"
+
+
+def _entry(table: cst.CSTNode, key: str | int) -> cst.BaseExpression | None:
+    if isinstance(table, cst.Dict) and isinstance(key, str):
+        for el in table.elements:
+            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == key:
+                return el.value
+        return None
+    if isinstance(table, (cst.List, cst.Tuple)) and isinstance(key, int):
+        elements = table.elements
+        if any(isinstance(el, cst.StarredElement) for el in elements) or not -len(elements) <= key < len(elements):
+            return None
+        return elements[key].value
+    return None
+
+
+def _calls_in(value: object) -> list[cst.Call]:
+    """The calls an expression is made of, outermost first (`tf.function(tf.custom_gradient(f))`,
+    `custom_gradient(f)(*args)`): callees and positional arguments, nothing deeper."""
+    out: list[cst.Call] = []
+    stack = [value]
+    while stack and len(out) < 8:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            out.append(node)
+            stack.append(node.func)
+            stack.extend(a.value for a in node.args)
+    return out
