@@ -27,6 +27,7 @@ from cglint.model.scopes import FunctionNode, Scope, _is_self, _is_staticmethod,
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
+    from cglint.model.sites import GradientSite
 
 MAX_DEPTH = 6  # steps followed (a factory's return, a base class, a table entry, ...)
 MAX_CALLEES = 8  # functions one expression may stand for before it is "unknown"
@@ -58,13 +59,16 @@ class BoundaryQueries:
         if owner is not None:
             return owner.callables(expr, scope, depth)
         out: list[Callee] = []
-        if isinstance(expr, cst.Name) and self._is_imported_name(expr, scope):
-            for model, value in self.imported(expr.value):
-                out += model._callables_of(value, model.root, depth + 1)
-            return out[:MAX_CALLEES]
-        for value in self.resolve(expr, scope):
-            out += self._callables_of(value, scope, depth)
+        for model, value, where in self.values(expr, scope):
+            out += model._callables_of(value, where, depth + 1 if model is not self else depth)
         return out[:MAX_CALLEES]
+
+    def values(self, expr: cst.BaseExpression, scope: Scope) -> list[tuple[ModuleModel, object, Scope]]:
+        """`resolve`, and for a name imported from a project module, its bindings there: each
+        value with the model and scope to read it in."""
+        if isinstance(expr, cst.Name) and self._is_imported_name(expr, scope):
+            return [(m, v, m.root) for m, v in self.imported(expr.value)]
+        return [(self, v, scope) for v in self.resolve(expr, scope)]
 
     def _is_imported_name(self, name: cst.Name, scope: Scope) -> bool:
         found = scope.lookup(name.value)
@@ -119,13 +123,13 @@ class BoundaryQueries:
                 return [c for model, parent in self.bases(cls) for c in model.method(parent, name, depth + 1)]
             return self.method(cls, name, depth)
         out: list[Callee] = []
-        for value in self.resolve(base, scope):
+        for model, value, where in self.values(base, scope):
             if isinstance(value, cst.Call):
-                field = self._field(value, name, scope, depth)
+                field = model._field(value, name, where, depth)
                 if field is not None:
-                    out += self.callables(field[0], field[1], depth + 1)
-            elif isinstance(value, cst.ClassDef) and value in self.scope_of:
-                out += self.method(self.scope_of[value], name, depth)
+                    out += model.callables(field[0], field[1], depth + 1)
+            elif isinstance(value, cst.ClassDef) and value in model.scope_of:
+                out += model.method(model.scope_of[value], name, depth)
         return out
 
     def method(self, cls: Scope, name: str, depth: int = 0) -> list[Callee]:
@@ -210,7 +214,7 @@ class BoundaryQueries:
         if key is None:
             return []
         out: list[tuple[cst.BaseExpression, Scope]] = []
-        for model, table, where in self._tables(sub.value, scope):
+        for model, table, where in self._tables(sub.value, scope, depth):
             entry = _entry(table, key)
             if entry is not None:
                 out.append((entry, where))
@@ -218,14 +222,18 @@ class BoundaryQueries:
                     self._adopt_expr(model, entry)
         return out
 
-    def _tables(self, expr: cst.BaseExpression, scope: Scope) -> list[tuple[ModuleModel, cst.CSTNode, Scope]]:
-        if isinstance(expr, cst.Name) and self._is_imported_name(expr, scope):
-            return [(m, v, m.root) for m, v in self.imported(expr.value) if isinstance(v, (cst.Dict, cst.List, cst.Tuple))]
+    def _tables(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[tuple[ModuleModel, cst.CSTNode, Scope]]:
+        """The literal dicts, lists and tuples a container expression may be: a name (imported
+        or not), `self.table`, or an entry of another table (`TABLE["gelu"][1]`)."""
         if isinstance(expr, cst.Attribute) and _is_self(expr.value):
             cls = scope.enclosing_class()
             values = cls.attributes.get(expr.attr.value, []) + cls.bindings.get(expr.attr.value, []) if cls else []
-            return [(self, v, self._scope_of_expr(v, cls)) for v in values if isinstance(v, (cst.Dict, cst.List, cst.Tuple))]
-        return [(self, v, scope) for v in self.resolve(expr, scope) if isinstance(v, (cst.Dict, cst.List, cst.Tuple))]
+            found = [(self, v, self._scope_of_expr(v, cls)) for v in values]  # type: ignore[arg-type]
+        elif isinstance(expr, cst.Subscript) and depth < MAX_DEPTH:
+            found = [(self, v, w) for e, w in self._entries(expr, scope, depth + 1) for v in self.resolve(e, w)]
+        else:
+            found = self.values(expr, scope)
+        return [(m, v, w) for m, v, w in found if isinstance(v, (cst.Dict, cst.List, cst.Tuple))]
 
     def _constant(self, expr: cst.BaseExpression, scope: Scope) -> str | int | None:
         values = self.resolve(expr, scope)
@@ -257,26 +265,58 @@ class BoundaryQueries:
             return False
         if any(self._is_custom_gradient(d.decorator) for d in fn.node.decorators):
             return depth > 0  # a nested `@tf.custom_gradient` wrapper the decorator returns
-        for ret in fn.scope.returns:
-            for value in self.resolve(ret.value, fn.scope) if ret.value is not None else ():
-                if any(self._is_custom_gradient(c.func) for c in _calls_in(value)):
+        return any(self._makes_custom_gradient(ret.value, fn.scope, depth) for ret in fn.scope.returns)
+
+    def _makes_custom_gradient(self, expr: cst.BaseExpression | None, scope: Scope, depth: int) -> bool:
+        """Whether a returned value is `tf.custom_gradient(...)`, a call of or on one
+        (`tf.function(op)`, `op(*args)` with `op = tf.custom_gradient(f)`), or a nested wrapper
+        that returns one."""
+        if expr is None or depth > 3:
+            return False
+        for value in self.resolve(expr, scope):
+            if isinstance(value, cst.FunctionDef) and value in self.scope_of:
+                if self._wraps_custom_gradient(Callee(value, self), depth + 1):
                     return True
-                if isinstance(value, cst.FunctionDef) and value in self.scope_of and \
-                        self._wraps_custom_gradient(Callee(value, self), depth + 1):
+                continue
+            for call in _calls_in(value):
+                if self._is_custom_gradient(call.func):
+                    return True
+                if isinstance(call.func, cst.Name) and self._makes_custom_gradient(call.func, scope, depth + 1):
+                    return True
+                if any(isinstance(a.value, cst.Name) and self._makes_custom_gradient(a.value, scope, depth + 1)
+                       for a in call.args if not a.keyword):
                     return True
         return False
 
     # -- adoption of functions defined in other modules
 
-    def adopt(self, callee: Callee) -> None:
-        """Let this model answer for a function of another module (see the module docstring)."""
+    def adopt(self, callee: Callee, at: cst.CSTNode) -> None:
+        """Let this model answer for a function of another module (see the module docstring);
+        `at`: the expression of this module that reaches it, where findings about it point."""
         if callee.model is self:
             return
         for scope in callee.scope.walk():
             for name in scope.reads:
                 self._foreign[id(name)] = (name, callee.model)
+        anchors = self.__dict__.setdefault("_foreign_anchors", {})
+        if id(callee.node) not in anchors:
+            stack: list[cst.CSTNode] = [callee.node]
+            while stack:
+                node = stack.pop()
+                anchors[id(node)] = (node, callee.node, at)
+                stack.extend(node.children)
         if callee.model.path is not None:
             self.dependencies.update(callee.model.dependencies)
+
+    def local_anchor(self, node: cst.CSTNode, site: GradientSite | None = None) -> cst.CSTNode:
+        """Where a finding on `node` points in this module: `node`, or for a node of an adopted
+        function of another module, the expression here that reaches it (for `site`'s grad fn,
+        the one in that site's return)."""
+        hit = self.__dict__.get("_foreign_anchors", {}).get(id(node))
+        if hit is None or hit[0] is not node:
+            return node
+        ats = [g.at for g in site.grad_fns if g.node is hit[1] and g.at is not None] if site is not None else []
+        return ats[0] if ats else hit[2]
 
     def _adopt_expr(self, model: ModuleModel, expr: cst.CSTNode) -> None:
         for name in model.reads_in(expr):  # type: ignore[arg-type]

@@ -69,6 +69,9 @@ class GradFn:
     required_upstream: int = 0
     # The parameter TensorFlow's `variables=` lands in: `variables`, the **kwargs name, or None.
     variables_param: str | None = None
+    # Defined in another module: the expression of the site's module that reaches it, where
+    # findings about it point (`make_grad(x)`, `self.backward`); None when defined here.
+    at: cst.CSTNode | None = None
 
     @property
     def anchor(self) -> cst.CSTNode:
@@ -294,7 +297,7 @@ class SiteDiscovery:
         bound_positional, bound_keywords = callee.bound, callee.keywords
         name = node.name.value if isinstance(node, cst.FunctionDef) else expr.value if isinstance(expr, cst.Name) \
             else "<lambda>"
-        self.adopt(callee)
+        self.adopt(callee, expr)
         gscope = callee.scope
         params = node.params
         positional = _positional_params(params)[bound_positional:]
@@ -321,6 +324,7 @@ class SiteDiscovery:
             returns=returns,
             required_upstream=sum(1 for p in upstream if p.default is None),
             variables_param="variables" if "variables" in named else kwargs,
+            at=expr if model is not self else None,
         )
 
     def site_for_function(self, node: cst.CSTNode) -> GradientSite | None:
