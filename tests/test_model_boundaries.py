@@ -136,6 +136,30 @@ def round_ste(x):
     return tf.round(x), grad
 '''
 
+COMPILE = '''import tensorflow as tf
+
+
+def compiled(fn):
+    """Compile `fn` into a graph."""
+    return tf.function(fn, reduce_retracing=True)
+'''
+
+LOG1PEXP = '''import tensorflow as tf
+
+from .compile import compiled
+
+
+{first}
+{second}
+def log1pexp(x):
+    e = tf.exp(x)
+
+    def grad(dy):
+        return dy * (1.0 - 1.0 / (1.0 + e))
+
+    return tf.math.log1p(e), grad
+'''
+
 # ---- structures --------------------------------------------------------------------------------
 
 BACKWARD = '''import tensorflow as tf
@@ -247,6 +271,13 @@ CASES = {
                                 "ops", [("CG009", 8)]),
     # TensorFlow: 3.0, the upstream passed straight through.
     "plain_decorator_valid": ({"decorators": DECORATORS, "ops": ROUND.format(grad="dy")}, "ops", []),
+    # TensorFlow: TypeError "To be compatible with tf.function, Python functions must return zero or
+    # more Tensors" (the user decorator traces the forward, which returns `(y, grad)`).
+    "tf_function_decorator_invalid": ({"compile": COMPILE, "ops": LOG1PEXP.format(
+        first="@tf.custom_gradient", second="@compiled")}, "ops", [("CG001", 7)]),
+    # TensorFlow: 0.8176 = sigmoid(1.5), autodiff's gradient (tf.function above the decorator).
+    "tf_function_decorator_valid": ({"compile": COMPILE, "ops": LOG1PEXP.format(
+        first="@compiled", second="@tf.custom_gradient")}, "ops", []),
     # TensorFlow: 3 * softplus(0.5) has gradient 0.6225 (sigmoid(0.5), `dy` dropped); 1.8674 is right,
     # through the table, the dataclass field and the namedtuple field alike.
     "structures_invalid": ({"backward": BACKWARD.format(grad="tf.sigmoid(x)"), "specs": SPECS,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from cglint.model.ops import TF_FUNCTION
 from cglint.model.scopes import FunctionNode, Scope, _is_self, _is_staticmethod, _positional_params
 
 if TYPE_CHECKING:
@@ -129,7 +130,10 @@ class BoundaryQueries:
                 if field is not None:
                     out += model.callables(field[0], field[1], depth + 1)
             elif isinstance(value, cst.ClassDef) and value in model.scope_of:
-                out += model.method(model.scope_of[value], name, depth)
+                # `Ops.backward` on the class: only a classmethod comes with its first argument bound.
+                out += [c if isinstance(c.node, cst.FunctionDef) and _is_classmethod(c.node)
+                        else Callee(c.node, c.model, c.bound - 1 if c.bound else 0, c.keywords)
+                        for c in model.method(model.scope_of[value], name, depth)]
         return out
 
     def method(self, cls: Scope, name: str, depth: int = 0) -> list[Callee]:
@@ -253,37 +257,49 @@ class BoundaryQueries:
         (here or imported) returning `tf.custom_gradient(f)` (possibly under `tf.function(...)`)
         or a wrapper that does (`return tf.custom_gradient(f)(*args)`, a `@tf.custom_gradient`
         wrapper), or a decorator factory returning such a function."""
+        return self._applies(decorator, scope, "custom_gradient")
+
+    def applies_tf_function(self, decorator: cst.BaseExpression, scope: Scope) -> bool:
+        """The same for `tf.function`: a user decorator (`def compiled(f): return
+        tf.function(f, jit_compile=True)`, imported or not) that compiles what it decorates."""
+        return self._applies(decorator, scope, "function")
+
+    def _applies(self, decorator: cst.BaseExpression, scope: Scope, what: str) -> bool:
         if isinstance(decorator, cst.Name) and scope.lookup(decorator.value) is None \
                 and decorator.value not in self.project_imports:
             return False  # a builtin, TensorFlow or an installed package: never project code
         if isinstance(decorator, cst.Attribute) and not _is_self(decorator.value) and self.qualname(decorator) is not None:
             return False
-        return any(c.model._wraps_custom_gradient(c, 0) for c in self.callables(decorator, scope))
+        return any(c.model._wraps(c, what, 0) for c in self.callables(decorator, scope))
 
-    def _wraps_custom_gradient(self, fn: Callee, depth: int) -> bool:
+    def _is_wanted(self, func: cst.BaseExpression, what: str) -> bool:
+        return self._is_custom_gradient(func) if what == "custom_gradient" else self.qualname(func) in TF_FUNCTION
+
+    def _wraps(self, fn: Callee, what: str, depth: int) -> bool:
         if depth > 2 or not isinstance(fn.node, cst.FunctionDef):
             return False
-        if any(self._is_custom_gradient(d.decorator) for d in fn.node.decorators):
-            return depth > 0  # a nested `@tf.custom_gradient` wrapper the decorator returns
-        return any(self._makes_custom_gradient(ret.value, fn.scope, depth) for ret in fn.scope.returns)
+        if any(self._is_wanted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator, what)
+               for d in fn.node.decorators):
+            return depth > 0  # a nested wrapper the decorator returns, decorated with it
+        return any(self._makes(ret.value, fn.scope, what, depth) for ret in fn.scope.returns)
 
-    def _makes_custom_gradient(self, expr: cst.BaseExpression | None, scope: Scope, depth: int) -> bool:
-        """Whether a returned value is `tf.custom_gradient(...)`, a call of or on one
+    def _makes(self, expr: cst.BaseExpression | None, scope: Scope, what: str, depth: int) -> bool:
+        """Whether a returned value is `tf.custom_gradient(...)` (`what`), a call of or on one
         (`tf.function(op)`, `op(*args)` with `op = tf.custom_gradient(f)`), or a nested wrapper
         that returns one."""
         if expr is None or depth > 3:
             return False
         for value in self.resolve(expr, scope):
             if isinstance(value, cst.FunctionDef) and value in self.scope_of:
-                if self._wraps_custom_gradient(Callee(value, self), depth + 1):
+                if self._wraps(Callee(value, self), what, depth + 1):
                     return True
                 continue
             for call in _calls_in(value):
-                if self._is_custom_gradient(call.func):
+                if self._is_wanted(call.func, what):
                     return True
-                if isinstance(call.func, cst.Name) and self._makes_custom_gradient(call.func, scope, depth + 1):
+                if isinstance(call.func, cst.Name) and self._makes(call.func, scope, what, depth + 1):
                     return True
-                if any(isinstance(a.value, cst.Name) and self._makes_custom_gradient(a.value, scope, depth + 1)
+                if any(isinstance(a.value, cst.Name) and self._makes(a.value, scope, what, depth + 1)
                        for a in call.args if not a.keyword):
                     return True
         return False
@@ -345,6 +361,10 @@ class BoundaryQueries:
                 if any(n is names[0] for n in scope.reads):
                     return scope
         return cls
+
+
+def _is_classmethod(fn: cst.FunctionDef) -> bool:
+    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "classmethod" for d in fn.decorators)
 
 
 def _is_super(expr: cst.BaseExpression) -> bool:
