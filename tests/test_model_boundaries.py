@@ -1,6 +1,7 @@
 """The model follows custom gradients across the boundaries real code crosses, so the existing
 rules see through them: class hierarchies (a grad fn that is a method of a base class in another
-module, `super()`), decorators (a user decorator or decorator factory in another module that
+module, `super()`; a base that wraps `self.forward` with `tf.custom_gradient` and a subclass in
+another module that defines it), decorators (a user decorator or decorator factory in another module that
 applies `tf.custom_gradient`), structures (a table of backward functions looked up by a constant
 key, a dataclass or namedtuple field) and factories (a function of another module that builds
 the grad fn).
@@ -70,6 +71,36 @@ class Cube(SavedTensorsOp):
             return x * x * x, super(Cube, self).backward
 
         return forward(x)
+'''
+
+# A template method: the base wraps `self.forward`, each subclass (in another module) defines it.
+LAYER_BASE = '''import keras
+import tensorflow as tf
+
+
+class CustomGradientLayer(keras.layers.Layer):
+    """A layer whose subclasses define `forward(x)`, returning `(y, grad_fn)`."""
+
+    def call(self, x):
+        return tf.custom_gradient(self.forward)(x)
+
+    def forward(self, x):
+        raise NotImplementedError
+'''
+
+SOFTSIGN = '''import tensorflow as tf
+
+from .base import CustomGradientLayer
+
+
+class SoftSign(CustomGradientLayer):
+    def forward(self, x):
+        y = x / (1.0 + tf.abs(x))
+
+        def grad(dy):
+            return {grad} / (1.0 + tf.abs(x)) ** 2
+
+        return y, grad
 '''
 
 # ---- decorators --------------------------------------------------------------------------------
@@ -260,6 +291,10 @@ CASES = {
     "hierarchy_valid": ({"base": BASE.format(grad="dy * 2.0 * x"), "square": SQUARE}, "square", []),
     # TensorFlow: the base's backward (reached through `super()`) drops `dy`: 5 * Cube()(3.0) -> 6.0.
     "super_invalid": ({"base": BASE.format(grad="2.0 * x"), "cube": CUBE}, "cube", [("CG009", 16)]),
+    # TensorFlow: 4 * SoftSign()(x) at x = [0.5, -2] has gradient [0.444, 0.111] (`dy` dropped), not [1.778, 0.444].
+    "template_method_invalid": ({"base": LAYER_BASE, "layers": SOFTSIGN.format(grad="1.0")}, "layers", [("CG009", 10)]),
+    # TensorFlow: [1.778, 0.444], autodiff's gradient.
+    "template_method_valid": ({"base": LAYER_BASE, "layers": SOFTSIGN.format(grad="dy")}, "layers", []),
     # TensorFlow: raises TypeError "@tf.custom_gradient grad_fn must accept keyword argument
     # 'variables', since function uses variables" (the decorator applies tf.custom_gradient).
     "decorator_invalid": ({"decorators": DECORATORS, "ops": TEMPERED.format(grad=GRAD_NO_VARIABLES)},

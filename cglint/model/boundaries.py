@@ -2,7 +2,8 @@
 is, when it is not a plain name bound to a def in this module.
 
 Grad fns, forwards and decorators are reached through a class hierarchy (`self._grad`,
-`cls._fwd`, `super()._grad`, bases in other project modules), through structures (a dict or list
+`cls._fwd`, `super()._grad`, bases in other project modules; a base that passes
+`self.forward` to `tf.custom_gradient` makes each subclass's `forward` a forward), through structures (a dict or list
 of functions indexed by a constant, `GRADS["gelu"]`; a field of a config object, namedtuple or
 dataclass built in the source, `cfg.grad_fn`), through factories (a call of a function that
 returns a nested def or lambda, `make_grad(x)`, in this module or another), through
@@ -206,6 +207,46 @@ class BoundaryQueries:
                     out = [el.value.evaluated_value for el in names.elements if isinstance(el.value, cst.SimpleString)]
                     return out if len(out) == len(names.elements) else None  # type: ignore[return-value]
         return None
+
+    # -- template methods: a base wraps `self.<name>`, a subclass here defines it
+
+    def overriding_forwards(self) -> list[tuple[cst.FunctionDef, cst.Call, Scope]]:
+        """Forwards a class of this module defines for a base that wraps them: the base (here or
+        in another project module) calls `tf.custom_gradient(self._forward)`, the subclass
+        overrides `_forward`, and TensorFlow runs the override. (def, the base's call, class)."""
+        out: list[tuple[cst.FunctionDef, cst.Call, Scope]] = []
+        for cls in self.root.walk():
+            if not isinstance(cls.node, cst.ClassDef) or not cls.node.bases:
+                continue
+            seen: set[int] = set()
+            todo, steps = self.bases(cls), 0
+            while todo and steps < 16:
+                model, base = todo.pop(0)
+                steps += 1
+                if id(base) in seen:
+                    continue
+                seen.add(id(base))
+                for name, call in model._wrapped_methods().get(id(base), ()):
+                    own = [v for v in cls.bindings.get(name, []) if isinstance(v, cst.FunctionDef)]
+                    if own and all(id(own[0]) != id(d) for d, _, _ in out):
+                        if model is not self:
+                            self._adopt_expr(model, call)
+                        out.append((own[0], call, cls))
+                todo += model.bases(base)
+        return out
+
+    def _wrapped_methods(self) -> dict[int, list[tuple[str, cst.Call]]]:
+        """id(class scope) -> the `self.<name>` methods its methods pass to tf.custom_gradient."""
+        memo = self.__dict__.get("_wrapped_methods_memo")
+        if memo is None:
+            memo = self.__dict__["_wrapped_methods_memo"] = {}
+            for call, scope in self.all_calls:
+                target = call.args[0].value if call.args else None
+                if isinstance(target, cst.Attribute) and _is_self(target.value) and self._is_custom_gradient(call.func):
+                    cls = scope.enclosing_class()
+                    if cls is not None:
+                        memo.setdefault(id(cls), []).append((target.attr.value, call))
+        return memo
 
     # -- structures: tables of functions indexed by a constant
 

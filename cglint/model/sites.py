@@ -245,6 +245,12 @@ class SiteDiscovery:
             if fscope is None or fscope.parent is None:
                 continue
             sites.append(self._site(forward, call, fscope.parent, name, call_names))
+        forwards = {id(s.forward) for s in sites}
+        for forward, call, cls in self.overriding_forwards():
+            if id(forward) not in forwards:
+                site = self._site(forward, call, cls, forward.name.value, set())
+                if site.grad_fns:  # shaped as TensorFlow requires: `return y, grad_fn`
+                    sites.append(site)
         return sites
 
     def _site(
