@@ -3,8 +3,8 @@ rules see through them: class hierarchies (a grad fn that is a method of a base 
 module, `super()`; a base that wraps `self.forward` with `tf.custom_gradient` and a subclass in
 another module that defines it), decorators (a user decorator or decorator factory in another module that
 applies `tf.custom_gradient`), structures (a table of backward functions looked up by a constant
-key, a dataclass or namedtuple field) and factories (a function of another module that builds
-the grad fn).
+key, a dataclass or namedtuple field), factories (a function of another module that builds
+the grad fn), and calls of a custom-gradient function another module defines.
 
 Each package is written as a team would write it; each INVALID / VALID verdict was checked with
 TensorFlow 2.21 (the comment on each case says what TensorFlow does). Every multi-file case is
@@ -282,6 +282,36 @@ ONE_GRADIENT = "        return dy * slope"
 TWO_GRADIENTS = ("        dalpha = tf.reduce_sum(tf.where(x > 0.0, tf.zeros_like(x), x) * dy)\n"
                  "        return dy * slope, dalpha")
 
+# ---- calls of a custom-gradient function of another module --------------------------------------
+
+CLIP_OPS = '''import tensorflow as tf
+
+
+@tf.custom_gradient
+def clip_gradient_norm(x):
+    """Identity forward; the backward clips the upstream gradient to norm 1."""
+
+    def grad(dy):
+        return tf.clip_by_norm(dy, 1.0)
+
+    return tf.identity(x), grad
+'''
+
+HEAD = '''import tensorflow as tf
+
+from .ops import clip_gradient_norm
+
+
+@tf.custom_gradient
+def scale_gradient(x):
+    return tf.identity(x), lambda dy: 0.5 * dy
+
+
+def head(features, weights):
+    hidden = clip_gradient_norm({arg}tf.matmul(features, weights))
+    return tf.reduce_sum(scale_gradient(hidden) * 10.0)
+'''
+
 CASES = {
     # name: (modules of package `mypkg`, the module linted, the (code, line) findings on it)
     #
@@ -313,6 +343,11 @@ CASES = {
     # TensorFlow: 0.8176 = sigmoid(1.5), autodiff's gradient (tf.function above the decorator).
     "tf_function_decorator_valid": ({"compile": COMPILE, "ops": LOG1PEXP.format(
         first="@compiled", second="@tf.custom_gradient")}, "ops", []),
+    # TensorFlow: the gradient of head() w.r.t. weights is [5, 10] at features [[1, 2]]: the
+    # all-keyword call skips clip_gradient_norm's custom gradient (clipped it is [1, 2]).
+    "imported_site_call_invalid": ({"ops": CLIP_OPS, "model": HEAD.format(arg="x=")}, "model", [("CG010", 12)]),
+    # TensorFlow: [1, 2], the clipped gradient.
+    "imported_site_call_valid": ({"ops": CLIP_OPS, "model": HEAD.format(arg="")}, "model", []),
     # TensorFlow: 3 * softplus(0.5) has gradient 0.6225 (sigmoid(0.5), `dy` dropped); 1.8674 is right,
     # through the table, the dataclass field and the namedtuple field alike.
     "structures_invalid": ({"backward": BACKWARD.format(grad="tf.sigmoid(x)"), "specs": SPECS,

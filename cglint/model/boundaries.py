@@ -208,6 +208,24 @@ class BoundaryQueries:
                     return out if len(out) == len(names.elements) else None  # type: ignore[return-value]
         return None
 
+    # -- custom-gradient functions of other modules
+
+    def imported_site(self, name: str) -> GradientSite | None:
+        """The custom-gradient function an imported name is (`from .ops import scale`, with
+        `@tf.custom_gradient def scale` or `scale = tf.custom_gradient(_scale)` in ops.py)."""
+        for model, value in self.imported(name):
+            for site in model.module_sites():
+                target = site.forward if isinstance(site.wrapper, cst.Decorator) else site.wrapper
+                if target is value:
+                    return site
+        return None
+
+    def module_sites(self) -> list[GradientSite]:
+        """This module's sites, found on first use in a module modelled for its bindings only."""
+        if not self.sites and "_module_sites" not in self.__dict__:
+            self.__dict__["_module_sites"] = self._find_sites()
+        return self.sites or self.__dict__["_module_sites"]
+
     # -- template methods: a base wraps `self.<name>`, a subclass here defines it
 
     def overriding_forwards(self) -> list[tuple[cst.FunctionDef, cst.Call, Scope]]:
