@@ -1,10 +1,11 @@
 """The model follows custom gradients across the boundaries real code crosses, so the existing
 rules see through them: class hierarchies (a grad fn that is a method of a base class in another
 module, `super()`; a base that wraps `self.forward` with `tf.custom_gradient` and a subclass in
-another module that defines it), decorators (a user decorator or decorator factory in another module that
-applies `tf.custom_gradient`), structures (a table of backward functions looked up by a constant
-key, a dataclass or namedtuple field), factories (a function of another module that builds
-the grad fn), and calls of a custom-gradient function another module defines.
+another module that defines it), decorators (a user decorator or decorator factory in another
+module that applies `tf.custom_gradient` or `tf.function`), structures (a table of backward
+functions looked up by a constant key, a dataclass or namedtuple field), factories (a function
+of another module that builds the grad fn), and calls of a custom-gradient function another
+module defines.
 
 Each package is written as a team would write it; each INVALID / VALID verdict was checked with
 TensorFlow 2.21 (the comment on each case says what TensorFlow does). Every multi-file case is
@@ -278,6 +279,26 @@ def leaky_relu(x, alpha):
     return y, make_leaky_grad(x, alpha)
 '''
 
+SQUARE_GRADS = '''import tensorflow as tf
+
+
+def make_square_grad(x):
+{decorator}    def grad(dy):
+        return dy * 2.0 * x
+
+    return grad
+'''
+
+SQUARE_OP = '''import tensorflow as tf
+
+from .grads import make_square_grad
+
+
+@tf.custom_gradient
+def square(x):
+    return x * x, make_square_grad(x)
+'''
+
 ONE_GRADIENT = "        return dy * slope"
 TWO_GRADIENTS = ("        dalpha = tf.reduce_sum(tf.where(x > 0.0, tf.zeros_like(x), x) * dy)\n"
                  "        return dy * slope, dalpha")
@@ -343,6 +364,12 @@ CASES = {
     # TensorFlow: 0.8176 = sigmoid(1.5), autodiff's gradient (tf.function above the decorator).
     "tf_function_decorator_valid": ({"compile": COMPILE, "ops": LOG1PEXP.format(
         first="@compiled", second="@tf.custom_gradient")}, "ops", []),
+    # TensorFlow: the grad fn the factory makes is a new tf.function on every call of square: four
+    # gradients, four traces (a Python counter in the grad fn).
+    "factory_tf_function_invalid": ({"grads": SQUARE_GRADS.format(decorator="    @tf.function\n"), "ops": SQUARE_OP},
+                                    "ops", [("CG001", 8)]),
+    # TensorFlow: the same gradients (6.0 at x = 3), no tracing.
+    "factory_tf_function_valid": ({"grads": SQUARE_GRADS.format(decorator=""), "ops": SQUARE_OP}, "ops", []),
     # TensorFlow: the gradient of head() w.r.t. weights is [5, 10] at features [[1, 2]]: the
     # all-keyword call skips clip_gradient_norm's custom gradient (clipped it is [1, 2]).
     "imported_site_call_invalid": ({"ops": CLIP_OPS, "model": HEAD.format(arg="x=")}, "model", [("CG010", 12)]),

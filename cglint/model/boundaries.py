@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from cglint.model.ops import TF_FUNCTION
-from cglint.model.scopes import FunctionNode, Scope, _is_self, _is_staticmethod, _positional_params
+from cglint.model.scopes import FunctionNode, Scope, _is_self, _is_staticmethod
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -285,7 +285,8 @@ class BoundaryQueries:
                     self._adopt_expr(model, entry)
         return out
 
-    def _tables(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[tuple[ModuleModel, cst.CSTNode, Scope]]:
+    def _tables(self, expr: cst.BaseExpression, scope: Scope,
+                depth: int) -> list[tuple[ModuleModel, cst.CSTNode, Scope]]:
         """The literal dicts, lists and tuples a container expression may be: a name (imported
         or not), `self.table`, or an entry of another table (`TABLE["gelu"][1]`)."""
         if isinstance(expr, cst.Attribute) and _is_self(expr.value):
@@ -327,8 +328,9 @@ class BoundaryQueries:
         if isinstance(decorator, cst.Name) and scope.lookup(decorator.value) is None \
                 and decorator.value not in self.project_imports:
             return False  # a builtin, TensorFlow or an installed package: never project code
-        if isinstance(decorator, cst.Attribute) and not _is_self(decorator.value) and self.qualname(decorator) is not None:
-            return False
+        if isinstance(decorator, cst.Attribute) and not _is_self(decorator.value) \
+                and self.qualname(decorator) is not None:
+            return False  # `@tf.function`, `@functools.wraps(...)`: an import's own attribute
         return any(c.model._wraps(c, what, 0) for c in self.callables(decorator, scope))
 
     def _is_wanted(self, func: cst.BaseExpression, what: str) -> bool:
@@ -433,7 +435,8 @@ def _is_super(expr: cst.BaseExpression) -> bool:
 def _entry(table: cst.CSTNode, key: str | int) -> cst.BaseExpression | None:
     if isinstance(table, cst.Dict) and isinstance(key, str):
         for el in table.elements:
-            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == key:
+            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) \
+                    and el.key.evaluated_value == key:
                 return el.value
         return None
     if isinstance(table, (cst.List, cst.Tuple)) and isinstance(key, int):

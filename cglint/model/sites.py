@@ -141,6 +141,19 @@ class GradientSite:
             for call in scope.calls:
                 yield call, scope
 
+    def outside_grad_fn_scopes(self, fresh: bool = False) -> list[Scope]:
+        """The scopes of grad fns defined outside the forward (a method, a table's entry, a
+        factory's nested def, in this module or another), and of what they nest. `fresh`: only
+        those made anew each time the function that makes them runs (a factory's nested def)."""
+        out: list[Scope] = []
+        for g in self.grad_fns:
+            parent = g.scope.parent
+            if g.scope.within(self.scope) or any(s is g.scope for s in out) or (
+                    fresh and (parent is None or not isinstance(parent.node, (cst.FunctionDef, cst.Lambda)))):
+                continue
+            out += g.scope.walk()
+        return out
+
     def grad_fn_scopes(self) -> set[Scope]:
         return {scope for g in self.grad_fns for scope in g.scope.walk()}
 

@@ -194,7 +194,9 @@ def op(x):
                         fix=_move_above(site.wrapper, dec) if dec is below[0] and what == _TF_FUNCTION else None,
                     )
         decorator_calls = set()
-        for scope in site.scopes():
+        # A grad fn a factory makes on each call of the forward is new every time, as a nested one is.
+        fresh = site.outside_grad_fn_scopes(fresh=True)
+        for scope in [*site.scopes(), *fresh]:
             node = scope.node
             if scope is site.scope or not isinstance(node, cst.FunctionDef):
                 continue
@@ -202,16 +204,18 @@ def op(x):
                 decorator_calls.add(id(dec.decorator))
                 what = _tf_function(model, dec, scope.parent)
                 if what is not None:
-                    yield Finding(dec, self._message(site, f"{what} on `{node.name.value}`"),
+                    yield Finding(dec, self._message(site, f"{what} on `{node.name.value}`", scope in fresh),
                                   fix=_remove_decorator(dec, node.name.value) if what == _TF_FUNCTION else None)
-        for call, _ in site.calls():
+        for call, scope in [*site.calls(), *((c, s) for s in fresh for c in s.calls)]:
             if id(call) not in decorator_calls and model.qualname(call.func) in TF_FUNCTION:
-                yield Finding(call, self._message(site, "`tf.function(...)`"), fix=_unwrap(model, call))
+                yield Finding(call, self._message(site, "`tf.function(...)`", scope in fresh), fix=_unwrap(model, call))
 
     @staticmethod
-    def _message(site: GradientSite, what: str) -> str:
+    def _message(site: GradientSite, what: str, factory: bool = False) -> str:
+        where = (f"in the grad fn a factory makes on each call of the custom-gradient forward `{site.name}`"
+                 if factory else f"inside the custom-gradient forward `{site.name}`")
         return (
-            f"{what} inside the custom-gradient forward `{site.name}` builds a new function on "
+            f"{what} {where} builds a new function on "
             "every call: TensorFlow retraces it every time; define it outside the forward or drop it"
         )
 
