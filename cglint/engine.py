@@ -188,7 +188,7 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
 
         kept = _sorted(kept + cg100_unused_noqa.diagnostics(path, source, module, diags, rules))
     return FileResult(path, source, kept, parsed=True, module=module if full_tree else None, model=model,
-                      warnings=warnings, dependencies=dict(model.dependencies))
+                      warnings=warnings, dependencies=model.all_dependencies())
 
 
 def _parse_libcst(text: str, tree: ast.Module | None) -> tuple[cst.Module | None, tuple[int, int, str] | None, str]:

@@ -415,3 +415,22 @@ def test_rules_see_across_the_boundary_alone_and_in_the_tree(tmp_path, name):
     tree = findings(tmp_path, ".")
     assert sorted(alone.get(path, [])) == expected
     assert alone == tree  # the same answer linted alone as in its tree; nothing on the other modules
+
+
+def test_a_change_two_imports_away_invalidates_the_cache(tmp_path):
+    """The grad fn is an entry of backward.py's table, reached through specs.py's dataclass: a
+    fix in backward.py changes the answer for ops.py, which imports only specs.py."""
+    ops = ("import functools\n\nimport tensorflow as tf\n\nfrom .specs import SOFTPLUS\n\n\n@tf.custom_gradient\n"
+           "def softplus(x):\n    return tf.math.softplus(x), functools.partial(SOFTPLUS.backward, x)\n")
+    write_package(tmp_path, {"backward": BACKWARD.format(grad="tf.sigmoid(x)"), "specs": SPECS, "ops": ops})
+
+    def run():
+        result = cglint("--output-format", "json", "mypkg/ops.py", cwd=tmp_path)
+        return [(d["code"], d["line"]) for d in json.loads(result.stdout)["diagnostics"]]
+
+    assert run() == [("CG009", 10)]
+    assert run() == [("CG009", 10)]  # from the cache
+    (tmp_path / "mypkg" / "backward.py").write_text(BACKWARD.format(grad="dy * tf.sigmoid(x)"))
+    assert run() == []
+    (tmp_path / "mypkg" / "backward.py").write_text(BACKWARD.format(grad="tf.sigmoid(x)"))
+    assert run() == [("CG009", 10)]

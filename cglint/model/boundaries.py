@@ -222,9 +222,12 @@ class BoundaryQueries:
 
     def module_sites(self) -> list[GradientSite]:
         """This module's sites, found on first use in a module modelled for its bindings only."""
-        if not self.sites and "_module_sites" not in self.__dict__:
-            self.__dict__["_module_sites"] = self._find_sites()
-        return self.sites or self.__dict__["_module_sites"]
+        if self.linted:
+            return self.sites
+        memo = self.memo("_module_sites")
+        if "sites" not in memo:
+            memo["sites"] = self._find_sites()
+        return memo["sites"]
 
     # -- template methods: a base wraps `self.<name>`, a subclass here defines it
 
@@ -382,8 +385,6 @@ class BoundaryQueries:
                 node = stack.pop()
                 anchors[id(node)] = (node, callee.node, at)
                 stack.extend(node.children)
-        if callee.model.path is not None:
-            self.dependencies.update(callee.model.dependencies)
 
     def local_anchor(self, node: cst.CSTNode, site: GradientSite | None = None) -> cst.CSTNode:
         """Where a finding on `node` points in this module: `node`, or for a node of an adopted
