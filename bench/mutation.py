@@ -5,8 +5,8 @@ count how many cglint finds (a script, not a test).
     python bench/mutation.py [--ecosystem] [--runtime] [--limit N] [--json OUT]
 
 Corpus: the fixtures' correct custom-gradient modules (every `*_good.py`, the seed's
-`correct.py`, and the runtime fixtures cglint finds nothing in: the others hold deliberate
-bugs for the runtime check, listed apart), and with `--ecosystem` the
+`correct.py`, the realistic corpus `fixtures/realistic/`, and the runtime fixtures cglint
+finds nothing in: the others hold deliberate bugs for the runtime check, listed apart), and with `--ecosystem` the
 modules of the ecosystem check's projects (scripts/ecosystem_check.py; its download cache,
 outside the repository) in which cglint finds nothing, the baseline's accepted bugs excluded.
 Each custom-gradient function is mutated once per kind that applies to it:
@@ -60,7 +60,7 @@ Mutant = tuple[str, str]  # (kind, mutated source)
 
 def fixture_corpus() -> list[Path]:
     files = sorted(ROOT.glob("fixtures/rules/*_good.py")) + [ROOT / "fixtures" / "seed" / "correct.py"]
-    files += sorted(ROOT.glob("fixtures/runtime/*.py"))
+    files += sorted(ROOT.glob("fixtures/runtime/*.py")) + sorted(ROOT.glob("fixtures/realistic/*.py"))
     return files
 
 
@@ -152,7 +152,7 @@ def mutants(module: cst.Module, model: ModuleModel, site: GradientSite) -> Itera
     if tf and isinstance(g.node, cst.FunctionDef):
         yield "tf_function_grad", replaced(g.node, g.node.with_changes(
             decorators=[cst.Decorator(cst.parse_expression(f"{tf}.function")), *g.node.decorators]))
-    first = _first_gradient(g)
+    first = _first_gradient(g, site)
     if first is not None and tf:
         wrapped = cst.parse_expression(f"{tf}.constant(({cst.Module([]).code_for_node(first)}).numpy())")
         yield "numpy_in_grad", replaced(first, wrapped)
@@ -172,11 +172,17 @@ def mutants(module: cst.Module, model: ModuleModel, site: GradientSite) -> Itera
     del code
 
 
-def _first_gradient(g) -> cst.BaseExpression | None:
+def _first_gradient(g, site: GradientSite) -> cst.BaseExpression | None:
+    one_input = len(site.inputs) == 1 and not site.has_varargs
+    # A literal pair is (input grads, var grads) with variables, else two inputs' gradients.
+    pair_first = one_input or (not site.variables and len(site.inputs) == 2 and not site.has_varargs)
     for r in g.returns:
-        if r.pair is not None and not isinstance(r.pair[0], (cst.Tuple, cst.List)):
+        if r.pair is not None and not isinstance(r.pair[0], (cst.Tuple, cst.List)) and pair_first:
             return r.pair[0] if not (isinstance(r.pair[0], cst.Name) and r.pair[0].value == "None") else None
-        if r.elements is None and r.value is not None and not isinstance(r.value, (cst.Name, cst.Tuple)):
+        # A whole return value is the first input gradient only for a one-input forward (for
+        # others it is every gradient at once: `tuple(...)`, `grads[:n]`).
+        if (r.elements is None and r.value is not None and not isinstance(r.value, (cst.Name, cst.Tuple))
+                and one_input):
             return r.value
         if r.elements and len(r.elements) == 1:
             return r.elements[0]
