@@ -74,6 +74,34 @@ class Cube(SavedTensorsOp):
         return forward(x)
 '''
 
+# A staticmethod of the base, bound to the input with functools.partial.
+STATIC_BASE = '''import tensorflow as tf
+
+
+class ElementwiseOp:
+    """Elementwise ops: subclasses give `backward(x, dy)` as a staticmethod."""
+
+    @staticmethod
+    def backward(x, dy):
+        return {grad}
+'''
+
+STATIC_SQUARE = '''import functools
+
+import tensorflow as tf
+
+from .base import ElementwiseOp
+
+
+class Square(ElementwiseOp):
+    def __call__(self, x):
+        @tf.custom_gradient
+        def forward(x):
+            return x * x, functools.partial(self.backward, x)
+
+        return forward(x)
+'''
+
 # A template method: the base wraps `self.forward`, each subclass (in another module) defines it.
 LAYER_BASE = '''import keras
 import tensorflow as tf
@@ -342,6 +370,11 @@ CASES = {
     "hierarchy_valid": ({"base": BASE.format(grad="dy * 2.0 * x"), "square": SQUARE}, "square", []),
     # TensorFlow: the base's backward (reached through `super()`) drops `dy`: 5 * Cube()(3.0) -> 6.0.
     "super_invalid": ({"base": BASE.format(grad="2.0 * x"), "cube": CUBE}, "cube", [("CG009", 16)]),
+    # TensorFlow: 5 * Square()(3.0) has gradient 6.0 through the staticmethod (`dy` dropped), not 30.0.
+    "staticmethod_invalid": ({"base": STATIC_BASE.format(grad="2.0 * x"), "square": STATIC_SQUARE}, "square",
+                             [("CG009", 12)]),
+    # TensorFlow: 30.0.
+    "staticmethod_valid": ({"base": STATIC_BASE.format(grad="dy * 2.0 * x"), "square": STATIC_SQUARE}, "square", []),
     # TensorFlow: 4 * SoftSign()(x) at x = [0.5, -2] has gradient [0.444, 0.111] (`dy` dropped), not [1.778, 0.444].
     "template_method_invalid": ({"base": LAYER_BASE, "layers": SOFTSIGN.format(grad="1.0")}, "layers", [("CG009", 10)]),
     # TensorFlow: [1.778, 0.444], autodiff's gradient.
