@@ -361,6 +361,23 @@ def head(features, weights):
     return tf.reduce_sum(scale_gradient(hidden) * 10.0)
 '''
 
+# A custom gradient made from a lambda that hands its input to a method (issue reports' shape):
+# the method is the forward TensorFlow runs.
+CLIPPER = '''import tensorflow as tf
+
+
+class Clipper(tf.Module):
+    def _clip(self, x):
+        def grad(dy):
+            return {ret}
+
+        return tf.identity(x), grad
+
+    def __call__(self, x):
+        return tf.custom_gradient(lambda t: self._clip(t))(x)
+'''
+
+
 CASES = {
     # name: (modules of package `mypkg`, the module linted, the (code, line) findings on it)
     #
@@ -419,6 +436,10 @@ CASES = {
     "factory_invalid": ({"grads": GRADS.format(ret=ONE_GRADIENT), "ops": LEAKY}, "ops", [("CG007", 9)]),
     # TensorFlow: d/dx = [1.0, 0.1], d/dalpha = -2.0 at x = [1, -2], alpha = 0.1 (autodiff's).
     "factory_valid": ({"grads": GRADS.format(ret=TWO_GRADIENTS), "ops": LEAKY}, "ops", []),
+    # TensorFlow: ValueError "custom_gradient function expected to return 1 gradients, but returned 2 instead".
+    "lambda_method_invalid": ({"clip": CLIPPER.format(ret="tf.clip_by_norm(dy, 1.0), dy")}, "clip", [("CG007", 7)]),
+    # TensorFlow: an upstream [3, 4] reaches x clipped to norm 1, [0.6, 0.8].
+    "lambda_method_valid": ({"clip": CLIPPER.format(ret="tf.clip_by_norm(dy, 1.0)")}, "clip", []),
 }
 
 

@@ -237,6 +237,9 @@ class SiteDiscovery:
             name = "<lambda>"
             if isinstance(target, cst.Lambda):
                 forward = target
+                passed = self._passed_through(target)
+                if passed is not None:  # `lambda t: self._clip(t)`: the method is the forward
+                    forward, name = passed, passed.name.value
             elif isinstance(target, cst.Name):
                 name = target.value
                 for value in self.resolve(target, scope):
@@ -265,6 +268,23 @@ class SiteDiscovery:
                 if site.grad_fns:  # shaped as TensorFlow requires: `return y, grad_fn`
                     sites.append(site)
         return sites
+
+    def _passed_through(self, fn: cst.Lambda) -> cst.FunctionDef | None:
+        """The def of this module a lambda hands its parameters to unchanged, in order
+        (`lambda t: self._clip(t)`, `lambda *a: op(*a)`): TensorFlow's inputs and the `(y, grad)`
+        it returns are that def's. None for anything else (an extra or reordered argument)."""
+        body, params = fn.body, fn.params
+        if not isinstance(body, cst.Call) or params.kwonly_params or params.star_kwarg not in (None, cst.MaybeSentinel.DEFAULT):
+            return None
+        names = [p.name.value for p in params.params]
+        star = params.star_arg.name.value if isinstance(params.star_arg, cst.Param) else None
+        expected = [(n, "") for n in names] + ([(star, "*")] if star else [])
+        got = [(a.value.value, a.star) if isinstance(a.value, cst.Name) and a.keyword is None else None
+               for a in body.args]
+        if got != expected or fn not in self.scope_of:
+            return None
+        found = [c.node for c in self.callables(body.func, self.scope_of[fn]) if c.model is self]
+        return found[0] if len(found) == 1 and isinstance(found[0], cst.FunctionDef) else None
 
     def _site(
         self, forward: FunctionNode, wrapper: cst.CSTNode, outer: Scope, name: str, call_names: set[str]
