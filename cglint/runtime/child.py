@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+from .lookup import lookup
 from .report import GradientReport
 
 
@@ -163,32 +164,6 @@ def _load_shadowed_stdlib(root: Path) -> None:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - a platform module that does not import here
                 pass
-
-
-def lookup(module, qualname: str):
-    """Returns (callable, None) or (None, reason it cannot be reached by import)."""
-    if "<locals>" in qualname:
-        return None, "not reachable by import: defined inside a function"
-    parts = qualname.split(".")
-    obj = module
-    for i, part in enumerate(parts):
-        if inspect.isclass(obj):
-            raw = inspect.getattr_static(obj, part, None)
-            if raw is None:
-                return None, f"not reachable by import: {qualname} not found"
-            if isinstance(raw, (staticmethod, classmethod)) or inspect.isclass(raw):
-                obj = getattr(obj, part)
-                continue
-            if i == len(parts) - 1:
-                return None, f"needs an instance of {'.'.join(parts[:i])} (a method)"
-            obj = getattr(obj, part)
-            continue
-        if not hasattr(obj, part):
-            return None, f"not reachable by import: {qualname} not found in the module"
-        obj = getattr(obj, part)
-    if not callable(obj):
-        return None, f"not reachable by import: {qualname} is not callable"
-    return obj, None
 
 
 def _params(fn) -> list[str]:

@@ -128,7 +128,7 @@ def check_registered(module, request: dict, seed: int) -> dict:
 def check_defun(module, request: dict, seed: int) -> dict:
     """A `function.Defun(..., python_grad_func=g)` (or `grad_func=`): its Python function run
     eagerly against the Defun called in a graph, where TensorFlow differentiates it with `g`."""
-    from .child import lookup
+    from .lookup import lookup
 
     function = request["function"]
     defun, why = lookup(module, function)
