@@ -9,6 +9,7 @@ import libcst as cst
 from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite, ModuleModel, Param, Scope, argument, tf_op_name
 from cglint.model.evaluate import derivative_at_output
+from cglint.model.vjp import output_read_for_input
 from cglint.rules._fixes import fresh_name, insert_before, parenthesized, single_binding, sole_statement_line
 from cglint.rules.base import Invalid, Rule
 
@@ -431,6 +432,15 @@ def swish(x):
                 yield Finding(wrong, f"`{site.grad_fns[0].name}` returns the derivative of `{site.name}` evaluated at "
                                      f"its output `{out}` (f'(f(x)), by the values of both at sample points), not at "
                                      f"its input; the derivative needs the input `{site.inputs[0]}`")
+                return
+            # Several inputs, variables, arrays: every returned gradient against the forward's
+            # vector-Jacobian product, as written and with the output read swapped.
+            hit = output_read_for_input(model, site)
+            if hit is not None:
+                yield Finding(hit.reads[0], f"`{site.grad_fns[0].name}` reads the forward's output `{hit.output}` here "
+                                            f"where the derivative needs `{hit.instead}`: the gradient for `{hit.wrong}` "
+                                            f"differs from `{site.name}`'s vector-Jacobian product at sample points, and "
+                                            f"reading `{hit.instead}` here makes every gradient match it")
 
 
 def _message(model: ModuleModel, node: cst.CSTNode, derivative: str, op: str, name: str) -> str:

@@ -1,0 +1,310 @@
+"""A grad fn judged against the forward's vector-Jacobian product, on small sample arrays.
+
+TensorFlow's contract: each gradient a grad fn returns is the forward's VJP with the upstream,
+for its own input or variable, at the point the forward ran. Both are evaluated
+(`cglint.model.evaluate`: the project's NumPy ops, never the user's code) at a few sample
+points: the VJP by float64 central differences along random directions, the grad fn directly.
+`output_read_for_input` says where a grad fn reads the forward's output that reading an input
+(or the output's own operand) instead makes every gradient right, when the gradients as written
+are wrong at most points. Anything Unknown claims nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from cglint.model.evaluate import Evaluator, Unknown, Var
+from cglint.model.scopes import Param
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cglint.model.module import ModuleModel
+    from cglint.model.sites import GradientSite
+    from cglint.model.variables import Variable
+
+_DIM = 3  # every dimension the source does not fix
+_POINTS = 3
+_MAX_READS = 4  # reads of the output tried in every combination
+_MAX_ELEMENTS = 400  # per sample array
+
+
+@dataclass
+class OutputRead:
+    """Reading `instead` at `reads` (the grad fn's reads of the output `output`) makes every
+    returned gradient match the VJP; as written, `wrong` (an input's or variable's name) does not."""
+
+    reads: list[cst.Name]
+    output: str
+    instead: str
+    wrong: str
+
+
+def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead | None:
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        return None
+    with np.errstate(all="ignore"):
+        try:
+            return _Check(model, site, np).run()
+        except (Unknown, _Skip):
+            return None
+
+
+class _Skip(Exception):
+    pass
+
+
+class _Check:
+    def __init__(self, model: ModuleModel, site: GradientSite, np) -> None:
+        self.model, self.site, self.np = model, site, np
+        out = site.outputs[0] if len(site.outputs) == 1 else None
+        if (not isinstance(out, cst.Name) or len(site.grad_fns) != 1 or site.has_varargs or not site.inputs
+                or any(not v.exact for v in site.variables)):
+            raise _Skip
+        self.grad = site.grad_fns[0]
+        returns = [r.value for r in self.grad.returns]
+        if len(returns) != 1 or returns[0] is None or len(self.grad.upstream_params) != 1 or self.grad.has_varargs:
+            raise _Skip
+        self.out, self.returned = out, returns[0]
+        # The grad fn's reads of the forward's output (the forward's own binding of the name).
+        forward_binding = site.scope.lookup(out.value)
+        self.reads = [n for s in self.grad.scope.walk() for n in s.reads if n.value == out.value
+                      and s.lookup(n.value) is not None and s.lookup(n.value)[0] is forward_binding[0]]
+        if not self.reads or forward_binding[0] is not site.scope:
+            raise _Skip
+        self.inputs = [self._param(site.scope, n) for n in site.inputs]
+        self.dy = self._param(self.grad.scope, self.grad.upstream_params[0])
+        vp = self.grad.variables_param
+        self.vars_param = self._param(self.grad.scope, vp, required=False) if vp else None
+        if site.variables and self.vars_param is None:
+            raise _Skip
+        self.rng = np.random.default_rng(0)
+
+    @staticmethod
+    def _param(scope, name: str, required: bool = True) -> Param | None:
+        found = next((v for v in scope.bindings.get(name, []) if isinstance(v, Param)), None)
+        if found is None and required:
+            raise _Skip
+        return found
+
+    # ---- samples -----------------------------------------------------------------------------
+
+    def _sample(self, shape: tuple) -> np.ndarray:
+        if int(self.np.prod(shape)) > _MAX_ELEMENTS:
+            raise _Skip
+        mag = self.rng.uniform(0.2, 1.3, size=shape)
+        return mag * self.rng.choice([-1.0, 1.0], size=shape)
+
+    def _var_shape(self, var: Variable) -> tuple:
+        """From `shape=` (add_weight, an initializer's call) or the initial value; dimensions
+        the source does not fix are `_DIM`."""
+        call = var.created_by
+        scope = self.model.scope_of.get(self._owner_def(call)) or self.model.root
+        ev = Evaluator(self.model, {})
+        for node in self._calls_in(call):
+            shape = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "shape"), None)
+            if shape is not None:
+                return self._dims(shape, scope, ev)
+        init = call.args[0].value if call.args and call.args[0].keyword is None else None
+        if init is None:
+            return (_DIM, _DIM)
+        try:
+            return tuple(self.np.shape(ev.value(init, scope)))
+        except (Unknown, ValueError, TypeError):
+            pass
+        if isinstance(init, cst.Call) and init.args and isinstance(init.args[0].value, (cst.List, cst.Tuple)):
+            return self._dims(init.args[0].value, scope, ev)
+        raise _Skip
+
+    def _dims(self, shape: cst.BaseExpression, scope, ev: Evaluator) -> tuple:
+        if not isinstance(shape, (cst.List, cst.Tuple)):
+            raise _Skip
+        dims = []
+        for el in shape.elements:
+            try:
+                v = ev.value(el.value, scope)
+                dims.append(int(v) if isinstance(v, (int, float)) and v == int(v) and 0 < v <= 64 else _DIM)
+            except (Unknown, ValueError, TypeError):
+                dims.append(_DIM)
+        return tuple(dims)
+
+    def _owner_def(self, node: cst.CSTNode):
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            node = self.model.parent(node)
+        return node
+
+    @staticmethod
+    def _calls_in(call: cst.Call):
+        node = call
+        yield node
+        for a in call.args:
+            if isinstance(a.value, cst.Call):
+                yield a.value
+        while isinstance(node.func, cst.Call):  # `Ones()(shape=(4,))`
+            node = node.func
+            yield node
+
+    # ---- the forward and the grad fn ---------------------------------------------------------
+
+    def _forward(self, xs: list, ws: list, frozen: dict, record: bool = False) -> Any:
+        env = {id(p): x for p, x in zip(self.inputs, xs)}
+        variables = {id(v.created_by): Var(w) for v, w in zip(self.site.variables, ws)}
+        ev = Evaluator(self.model, env, variables=variables, frozen=frozen, record=record)
+        y = ev.value(self.out, self.site.scope)
+        if ev.choices:
+            raise Unknown("conditional bindings")
+        y = self.np.asarray(y.value if isinstance(y, Var) else y)
+        if y.dtype == bool or y.dtype == object:
+            raise _Skip
+        return y
+
+    def _grads(self, xs: list, ws: list, dy, swap: dict[int, str]) -> list:
+        """The returned gradients, one per input then one per variable (None: no gradient)."""
+        variables = [Var(w) for w in ws]
+        env = {id(p): x for p, x in zip(self.inputs, xs)}
+        env[id(self.dy)] = dy
+        if self.vars_param is not None:
+            env[id(self.vars_param)] = variables if self.site.variables else None
+        by_call = {id(v.created_by): var for v, var in zip(self.site.variables, variables)}
+        ev = Evaluator(self.model, env, variables=by_call, swap=swap)
+        value = ev.value(self.returned, self.grad.scope)
+        if ev.choices:
+            raise Unknown("conditional bindings")
+        n = len(self.inputs)
+        if self.site.variables:
+            if not isinstance(value, (tuple, list)) or len(value) != 2:
+                raise Unknown("return shape")
+            grads, var_grads = value
+            if not isinstance(var_grads, (tuple, list)) or len(var_grads) != len(variables):
+                raise Unknown("variable gradients")
+        else:
+            grads, var_grads = value, []
+        if n == 1 and not (isinstance(grads, (tuple, list)) and len(grads) == 1):
+            grads = [grads]
+        if not isinstance(grads, (tuple, list)) or len(grads) != n:
+            raise Unknown("input gradients")
+        return [None if g is None else g.value if isinstance(g, Var) else g for g in [*grads, *var_grads]]
+
+    def _agrees(self, g, slot: int, point) -> bool:
+        xs_ws, dy, slopes = point
+        target = xs_ws[slot]
+        if g is None:
+            g = 0.0
+        try:
+            g = self.np.broadcast_to(self.np.asarray(g, dtype=float), self.np.shape(target))
+        except (ValueError, TypeError):
+            return False  # a gradient of another shape
+        for v, slope in slopes[slot]:
+            got = float(self.np.sum(g * v))
+            if not abs(got - slope) <= 1e-4 * max(1.0, abs(slope)):
+                return False
+        return True
+
+    # ---- the check ---------------------------------------------------------------------------
+
+    def _point(self, x_shape) -> tuple | None:
+        """Sample inputs, variables and upstream, and the VJP's projections on random
+        directions, for each input and variable: the slopes of <dy, forward>."""
+        np = self.np
+        xs = [self._sample(x_shape) for _ in self.inputs]
+        ws = [self._sample(s) for s in self.var_shapes]
+        frozen: dict = {}
+        y = self._forward(xs, ws, frozen, record=True)
+        if not np.all(np.isfinite(y)):
+            return None
+        dy = self._sample(y.shape)
+        slopes = []
+        n = len(xs)
+        for slot, base in enumerate([*xs, *ws]):
+            per = []
+            for _ in range(2):
+                v = self._sample(np.shape(base))
+                slope = []
+                for h in (1e-6, 1e-4):
+                    ends = []
+                    for sign in (1, -1):
+                        moved = [a + sign * h * v if i == slot else a for i, a in enumerate([*xs, *ws])]
+                        ends.append(float(np.sum(dy * self._forward(moved[:n], moved[n:], frozen))))
+                    slope.append((ends[0] - ends[1]) / (2 * h))
+                if not (np.isfinite(slope[0]) and abs(slope[0] - slope[1]) <= 1e-6 * max(1.0, abs(slope[0]))):
+                    return None  # near a pole or a kink: differences say nothing reliable here
+                per.append((v, slope[0]))
+            slopes.append(per)
+        return [*xs, *ws], dy, slopes
+
+    def _x_shape(self) -> tuple:
+        """The first of a few shapes for every input at which the forward evaluates."""
+        dims = [_DIM] + [s[0] for s in self.var_shapes if len(s) == 2 and s[0] != _DIM]
+        for shape in [*((_DIM, d) for d in dims[:3]), (_DIM,), ()]:
+            try:
+                xs = [self._sample(shape) for _ in self.inputs]
+                self._forward(xs, [self._sample(s) for s in self.var_shapes], {}, record=True)
+                return shape
+            except (ValueError, IndexError, ZeroDivisionError, OverflowError):
+                continue
+        raise _Skip
+
+    def _candidates(self) -> list[tuple[tuple, str]]:
+        """(reads of the output, the name read there instead): the inputs and the names the
+        output is computed from directly (`z` in `y = tf.tanh(z)`)."""
+        names = list(self.site.inputs)
+        for bound in self.site.scope.bindings.get(self.out.value, []):
+            if isinstance(bound, cst.BaseExpression):
+                names += [n.value for n in self.model.reads_in(bound) if n.value not in names]
+        names = [n for n in names if n != self.out.value and self.grad.scope.lookup(n) is not None][:4]
+        k = len(self.reads)
+        subsets = ([c for r in range(1, k + 1) for c in combinations(self.reads, r)] if k <= _MAX_READS
+                   else [(r,) for r in self.reads] + [tuple(self.reads)])
+        return [(s, n) for n in names for s in subsets]
+
+    def run(self) -> OutputRead | None:
+        self.var_shapes = [self._var_shape(v) for v in self.site.variables]
+        x_shape = self._x_shape()
+        slots = [*self.site.inputs, *(v.name for v in self.site.variables)]
+        candidates = None
+        wrong_at = 0
+        wrong_slot = None
+        points = 0
+        for _ in range(3 * _POINTS):
+            if points == _POINTS:
+                break
+            try:
+                point = self._point(x_shape)
+            except (ValueError, IndexError, ZeroDivisionError, OverflowError):
+                return None
+            if point is None:
+                continue
+            points += 1
+            xs_ws, dy, _ = point
+            n = len(self.inputs)
+            try:
+                actual = self._grads(xs_ws[:n], xs_ws[n:], dy, {})
+                bad = [i for i, g in enumerate(actual) if not self._agrees(g, i, point)]
+            except (ValueError, IndexError, ZeroDivisionError, OverflowError):
+                bad = [0]
+            if bad:
+                wrong_at += 1
+                wrong_slot = wrong_slot if wrong_slot is not None else bad[0]
+            elif candidates is None:
+                return None  # right at the first point: nothing to say
+            kept = []
+            for reads, name in candidates if candidates is not None else self._candidates():
+                try:
+                    swapped = self._grads(xs_ws[:n], xs_ws[n:], dy, {id(r): name for r in reads})
+                    if all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
+                        kept.append((reads, name))
+                except (ValueError, IndexError, ZeroDivisionError, OverflowError):
+                    continue
+            candidates = kept
+            if not candidates:
+                return None
+        if points < _POINTS or wrong_at * 3 < 2 * _POINTS or wrong_slot is None:
+            return None
+        reads, name = candidates[0]
+        return OutputRead(list(reads), self.out.value, name, slots[wrong_slot])
