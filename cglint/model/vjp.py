@@ -256,12 +256,21 @@ class _Check:
         names = list(self.site.inputs)
         for bound in self.site.scope.bindings.get(self.out.value, []):
             if isinstance(bound, cst.BaseExpression):
-                names += [n.value for n in self.model.reads_in(bound) if n.value not in names]
-        names = [n for n in names if n != self.out.value and self.grad.scope.lookup(n) is not None][:4]
+                names += [n.value for n in self.model.reads_in(bound)]
+        names = [n for n in dict.fromkeys(names) if n != self.out.value and self._data(n)][:4]
         k = len(self.reads)
         subsets = ([c for r in range(1, k + 1) for c in combinations(self.reads, r)] if k <= _MAX_READS
                    else [(r,) for r in self.reads] + [tuple(self.reads)])
         return [(s, n) for n in names for s in subsets]
+
+    def _data(self, name: str) -> bool:
+        """`name` read from the grad fn is a value the forward computes or takes (not a module,
+        a function or `self`)."""
+        found = self.grad.scope.lookup(name)
+        if found is None or found[0] is self.model.root and name in self.model.imports:
+            return False
+        return all(isinstance(b, cst.BaseExpression) or (isinstance(b, Param) and b in self.inputs)
+                   for b in found[0].visible(name, None))
 
     def run(self) -> OutputRead | None:
         self.var_shapes = [self._var_shape(v) for v in self.site.variables]
@@ -299,7 +308,7 @@ class _Check:
                     swapped = self._grads(xs_ws[:n], xs_ws[n:], dy, {id(r): name for r in reads})
                     if all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
                         kept.append((reads, name))
-                except (ValueError, IndexError, ZeroDivisionError, OverflowError):
+                except (Unknown, ValueError, IndexError, ZeroDivisionError, OverflowError):
                     continue
             candidates = kept
             if not candidates:

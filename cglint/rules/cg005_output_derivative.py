@@ -57,6 +57,15 @@ class OutputDerivative(Rule):
     Formulas written in terms of the output that are right are not flagged:
     `y * (1 - y)` for sigmoid, `1 - y**2` for tanh, `1 + y**2` for tan, `y` for exp.
 
+    Whatever the spelling, the maths is also evaluated where cglint can compute it (its own
+    NumPy versions of TensorFlow / Keras ops on small sample arrays: several inputs, a layer's
+    weights and module variables, matmuls, reductions, `tf.where`, broadcasting; never your
+    code): each returned gradient is compared with the forward's vector-Jacobian product
+    (central differences), and a read of the output is flagged when the gradients as written
+    differ from it at most sample points and reading the input (or the output's operand, `z`
+    in `y = tf.tanh(z)`) there makes every gradient match. Anything it cannot evaluate (an
+    unknown call, a helper, a name bound under conditions) claims nothing.
+
     ## Why is this bad?
     d/dz tan(z) is 1/cos²(z); 1/cos²(tan(z)) is a different function. TensorFlow runs it
     without complaint and trains on the wrong gradient: on the seed's `tan(x @ w + b)` the
@@ -330,6 +339,72 @@ def softsign(x):
     return y, grad
 ''',
             at="9:16"),
+        # Judged against the forward's vector-Jacobian product on sample arrays (a layer's
+        # weights, matmuls, reductions): in TensorFlow 2.21 the kernel's gradient `y.T @ dz` was
+        # off by 3.95 (autodiff's largest entry 2.04) with 4 input features, and failed with
+        # "Incompatible shapes" with 3; `x.T @ dz` matches autodiff.
+        Invalid(
+            '''
+import keras
+import tensorflow as tf
+
+
+class TanhDense(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 4))
+        self.bias = self.add_weight(shape=(4,), initializer="zeros")
+
+    def call(self, inputs):
+        @tf.custom_gradient
+        def dense(x):
+            y = tf.tanh(x @ self.kernel + self.bias)
+
+            def grad(dy, variables=None):
+                dz = dy * (1 - y * y)
+                by_var = {self.kernel.value.ref(): tf.transpose(y) @ dz,
+                          self.bias.value.ref(): tf.reduce_sum(dz, axis=0)}
+                return dz @ tf.transpose(self.kernel), [by_var[v.ref()] for v in variables]
+
+            return y, grad
+
+        return dense(inputs)
+''',
+            at="18:65"),
+        # Two inputs: the gate's gradient uses s(1 - s) written at the output `y = x * s`; in
+        # TensorFlow 2.21 it was off by 0.48 where autodiff's largest entry is 0.30.
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def gated(x, gate):
+    s = tf.sigmoid(gate)
+    y = x * s
+
+    def grad(dy):
+        return dy * s, dy * x * y * (1 - y)
+
+    return y, grad
+''',
+            at="11:33"),
+        # A reduction with keepdims: exp of the sum where the derivative needs exp(x); off by 17.3
+        # in TensorFlow 2.21 (autodiff's largest entry 17.9).
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def weighted_sum_exp(x, w):
+    y = tf.reduce_sum(w * tf.exp(x), axis=-1, keepdims=True)
+
+    def grad(dy):
+        return dy * w * tf.exp(y), dy * tf.exp(x)
+
+    return y, grad
+''',
+            at="10:32"),
     ]
     VALID = [
         '''
@@ -404,6 +479,48 @@ def swish(x):
     return y, grad
 ''',
     
+        # The layer above with `x.T @ dz`: matches autodiff in TensorFlow 2.21 (3 and 4 features).
+        '''
+import keras
+import tensorflow as tf
+
+
+class TanhDense(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 4))
+        self.bias = self.add_weight(shape=(4,), initializer="zeros")
+
+    def call(self, inputs):
+        @tf.custom_gradient
+        def dense(x):
+            y = tf.tanh(x @ self.kernel + self.bias)
+
+            def grad(dy, variables=None):
+                dz = dy * (1 - y * y)
+                by_var = {self.kernel.value.ref(): tf.transpose(x) @ dz,
+                          self.bias.value.ref(): tf.reduce_sum(dz, axis=0)}
+                return dz @ tf.transpose(self.kernel), [by_var[v.ref()] for v in variables]
+
+            return y, grad
+
+        return dense(inputs)
+''',
+        # A masked gate reading its mask and the sigmoid it kept: matches autodiff.
+        '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def masked_gate(x, gate, mask):
+    s = tf.sigmoid(gate)
+    y = tf.where(mask, x * s, 0.0)
+
+    def grad(dy):
+        dy = tf.where(mask, dy, 0.0)
+        return dy * s, dy * x * s * (1 - s), None
+
+    return y, grad
+''',
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -437,7 +554,9 @@ def swish(x):
             # vector-Jacobian product, as written and with the output read swapped.
             hit = output_read_for_input(model, site)
             if hit is not None:
-                yield Finding(hit.reads[0], f"`{site.grad_fns[0].name}` reads the forward's output `{hit.output}` here "
+                more = [f"{model.positions[r].start.line}:{model.positions[r].start.column + 1}" for r in hit.reads[1:]]
+                also = f" (and at {', '.join(more)})" if more else ""
+                yield Finding(hit.reads[0], f"`{site.grad_fns[0].name}` reads the forward's output `{hit.output}` here{also} "
                                             f"where the derivative needs `{hit.instead}`: the gradient for `{hit.wrong}` "
                                             f"differs from `{site.name}`'s vector-Jacobian product at sample points, and "
                                             f"reading `{hit.instead}` here makes every gradient match it")
