@@ -12,7 +12,7 @@ are wrong at most points. Anything Unknown claims nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
+from itertools import combinations, product
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
@@ -51,9 +51,10 @@ def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead 
         return None
     with np.errstate(all="ignore"):
         try:
-            return _Check(model, site, np).run()
+            check = _Check(model, site, np)
         except (Unknown, _Skip):
             return None
+        return check.in_every_world()
 
 
 class _Skip(Exception):
@@ -85,6 +86,7 @@ class _Check:
         if site.variables and self.vars_param is None:
             raise _Skip
         self.rng = np.random.default_rng(0)
+        self.free, self.extra = self._free_params(), {}
 
     @staticmethod
     def _param(scope, name: str, required: bool = True) -> Param | None:
@@ -153,7 +155,7 @@ class _Check:
     # ---- the forward and the grad fn ---------------------------------------------------------
 
     def _forward(self, xs: list, ws: list, frozen: dict, record: bool = False) -> Any:
-        env = {id(p): x for p, x in zip(self.inputs, xs)}
+        env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         variables = {id(v.created_by): Var(w) for v, w in zip(self.site.variables, ws)}
         ev = Evaluator(self.model, env, variables=variables, frozen=frozen, record=record)
         y = ev.value(self.out, self.site.scope)
@@ -167,7 +169,7 @@ class _Check:
     def _grads(self, xs: list, ws: list, dy, swap: dict[int, str]) -> list:
         """The returned gradients, one per input then one per variable (None: no gradient)."""
         variables = [Var(w) for w in ws]
-        env = {id(p): x for p, x in zip(self.inputs, xs)}
+        env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         env[id(self.dy)] = dy
         if self.vars_param is not None:
             env[id(self.vars_param)] = variables if self.site.variables else None
@@ -272,6 +274,39 @@ class _Check:
         return all(isinstance(b, cst.BaseExpression) or (isinstance(b, Param) and b in self.inputs)
                    for b in found[0].visible(name, None))
 
+    def in_every_world(self) -> OutputRead | None:
+        """The claim, when it holds for every value of the enclosing functions' parameters the
+        forward reads (`axis` in `def reduce_prod(t, axis)` around it) that it evaluates at:
+        each is tried as 0, 1 and -1, at most two of them."""
+        if len(self.free) > 2:
+            return None
+        found = None
+        for values in product((0.0, 1.0, -1.0), repeat=len(self.free)):
+            self.extra = {id(p): v for p, v in zip(self.free, values)}
+            self.rng = self.np.random.default_rng(0)
+            try:
+                hit = self.run()
+            except (Unknown, _Skip):
+                continue
+            if hit is None or (found is not None and found.instead != hit.instead):
+                return None
+            if found is not None:  # the reads any world needed changed, in source order
+                hit.reads = [r for r in self.reads if any(r is x for x in [*found.reads, *hit.reads])]
+            found = hit
+        return found
+
+    def _free_params(self) -> list[Param]:
+        """Parameters of enclosing functions (not the inputs, not `self`) read by the forward or
+        the grad fn."""
+        out: list[Param] = []
+        for scope in self.site.scopes():
+            for name in scope.reads:
+                found = scope.lookup(name.value)
+                if found is None or found[0].within(self.site.scope) or name.value in ("self", "cls"):
+                    continue
+                out += [b for b in found[1] if isinstance(b, Param) and b not in out]
+        return out
+
     def run(self) -> OutputRead | None:
         self.var_shapes = [self._var_shape(v) for v in self.site.variables]
         x_shape = self._x_shape()
@@ -286,7 +321,7 @@ class _Check:
             try:
                 point = self._point(x_shape)
             except (ValueError, IndexError, ZeroDivisionError, OverflowError):
-                return None
+                raise _Skip from None
             if point is None:
                 continue
             points += 1
@@ -313,7 +348,9 @@ class _Check:
             candidates = kept
             if not candidates:
                 return None
-        if points < _POINTS or wrong_at * 3 < 2 * _POINTS or wrong_slot is None:
+        if points < _POINTS:
+            raise _Skip
+        if wrong_at * 3 < 2 * _POINTS or wrong_slot is None:
             return None
         reads, name = candidates[0]
         return OutputRead(list(reads), self.out.value, name, slots[wrong_slot])
