@@ -152,7 +152,7 @@ def mutants(module: cst.Module, model: ModuleModel, site: GradientSite) -> Itera
     if tf and isinstance(g.node, cst.FunctionDef):
         yield "tf_function_grad", replaced(g.node, g.node.with_changes(
             decorators=[cst.Decorator(cst.parse_expression(f"{tf}.function")), *g.node.decorators]))
-    first = _first_gradient(g)
+    first = _first_gradient(g, site)
     if first is not None and tf:
         wrapped = cst.parse_expression(f"{tf}.constant(({cst.Module([]).code_for_node(first)}).numpy())")
         yield "numpy_in_grad", replaced(first, wrapped)
@@ -172,11 +172,17 @@ def mutants(module: cst.Module, model: ModuleModel, site: GradientSite) -> Itera
     del code
 
 
-def _first_gradient(g) -> cst.BaseExpression | None:
+def _first_gradient(g, site: GradientSite) -> cst.BaseExpression | None:
+    one_input = len(site.inputs) == 1 and not site.has_varargs
+    # A literal pair is (input grads, var grads) with variables, else two inputs' gradients.
+    pair_first = one_input or (not site.variables and len(site.inputs) == 2 and not site.has_varargs)
     for r in g.returns:
-        if r.pair is not None and not isinstance(r.pair[0], (cst.Tuple, cst.List)):
+        if r.pair is not None and not isinstance(r.pair[0], (cst.Tuple, cst.List)) and pair_first:
             return r.pair[0] if not (isinstance(r.pair[0], cst.Name) and r.pair[0].value == "None") else None
-        if r.elements is None and r.value is not None and not isinstance(r.value, (cst.Name, cst.Tuple)):
+        # A whole return value is the first input gradient only for a one-input forward (for
+        # others it is every gradient at once: `tuple(...)`, `grads[:n]`).
+        if (r.elements is None and r.value is not None and not isinstance(r.value, (cst.Name, cst.Tuple))
+                and one_input):
             return r.value
         if r.elements and len(r.elements) == 1:
             return r.elements[0]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -249,6 +247,8 @@ def _run(argv: list[str] | None) -> int:
             return _fail("--runtime needs files on disk, not '-' (stdin)")
         return _run_stdin(args, settings)
 
+    import importlib.util
+
     if args.runtime and importlib.util.find_spec("tensorflow") is None:  # children run in this interpreter
         return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours): "
                      "pip install tensorflow, or tensorflow-cpu")
@@ -454,6 +454,8 @@ def _diff(path: str, old: str, new: str) -> str:
         from cglint import notebook
 
         return notebook.diff(path, old, new)
+    import difflib
+
     lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                  fromfile=f"a/{path}", tofile=f"b/{path}")
     text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)

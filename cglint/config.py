@@ -24,7 +24,6 @@ one line naming the file and the key.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -256,7 +255,8 @@ def _from_table(table: Any, path: Path, section: str) -> Settings:
     }
     exclude = _strings(table["exclude"], "exclude", where) if "exclude" in table else DEFAULT_EXCLUDE
     extend_exclude = _strings(table.get("extend-exclude", ()), "extend-exclude", where)
-    check_globs(exclude, "exclude", where)
+    if exclude is not DEFAULT_EXCLUDE:  # the defaults are known good
+        check_globs(exclude, "exclude", where)
     check_globs(extend_exclude, "extend-exclude", where)
     check_globs(per_file_ignores, "per-file-ignores", where)
 
@@ -327,6 +327,8 @@ def _runtime(table: Any, where: str) -> RuntimeSettings:
 def _check_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
     for key in table:
         if key not in known:
+            import difflib
+
             close = difflib.get_close_matches(key.replace("_", "-"), known, n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else f" (known: {', '.join(known)})"
             raise ConfigError(f"unknown key `{key}` in {where}{hint}")
@@ -371,10 +373,20 @@ class Glob:
         text = text.rstrip("/")
         self.anchored = "/" in text
         tokens = ([] if self.anchored else list(_ANY_DIRS)) + _tokens(text.lstrip("/"))
+        # Compiled on first use: a one-file run checks few of the defaults' 17 patterns, and
+        # compiling them all cost it as much as the lint.
+        self._source: str | None = None
+        self._compiled: re.Pattern | None = None
         if sum(1 for t in tokens if t[0] == "star") <= 2:
-            self.regex: re.Pattern | None = re.compile(_regex(tokens) + r"\Z", re.DOTALL)
+            self._source = _regex(tokens) + r"\Z"
         else:
-            self.regex, self.tokens = None, tokens
+            self.tokens = tokens
+
+    @property
+    def regex(self) -> re.Pattern | None:
+        if self._compiled is None and self._source is not None:
+            self._compiled = re.compile(self._source, re.DOTALL)
+        return self._compiled
 
     def matches(self, rel: str, is_dir: bool) -> bool:
         if self.dir_only and not is_dir:
@@ -497,7 +509,7 @@ def check_globs(patterns: Iterable[str], key: str, where: str) -> None:
     """ConfigError naming the pattern, the key and the file for a glob that cannot be used."""
     for pattern in patterns:
         try:
-            Glob(pattern)
+            Glob(pattern).regex  # compiled here, so an invalid one is named at load
         except ValueError as exc:
             raise ConfigError(f"invalid glob {pattern!r} in `{key}` in {where}: {exc}") from None
 

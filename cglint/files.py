@@ -7,7 +7,6 @@ import errno
 import os
 import re
 import stat
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -348,7 +347,7 @@ def _temporary(target: str) -> tuple[int, str]:
     """A new file next to `target`, registered in _PENDING before it exists (so that a signal
     at any moment finds it)."""
     for _ in range(100):
-        tmp = os.path.join(os.path.dirname(target) or ".", f".{os.path.basename(target)}.{secrets.token_hex(4)}.cglint-tmp")
+        tmp = os.path.join(os.path.dirname(target) or ".", f".{os.path.basename(target)}.{os.urandom(4).hex()}.cglint-tmp")
         _PENDING.add(tmp)
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600), tmp

@@ -4,7 +4,6 @@ so `cglint` and `cglint trace` share it without importing each other."""
 from __future__ import annotations
 
 import argparse
-import difflib
 from typing import NoReturn
 
 EXIT_ERROR = 2
@@ -26,6 +25,8 @@ def _tip(parser: argparse.ArgumentParser, message: str) -> str:
     if not unknown.startswith("-"):  # a second positional where none is taken (trace)
         return "\n"
     options = [o for a in parser._actions for o in a.option_strings if a.help != argparse.SUPPRESS]
+    import difflib  # only for a mistyped option
+
     close = difflib.get_close_matches(unknown.split("=", 1)[0], options, n=1, cutoff=0.6)
     if close:
         return f"\n  tip: a similar option exists: '{close[0]}'\n\n"

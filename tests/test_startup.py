@@ -15,7 +15,10 @@ try:
 except SystemExit as exc:  # --version exits through argparse
     code = exc.code
 heavy = sorted(m for m in sys.modules if m.split(".")[0] == "libcst" or m.startswith(("cglint.rules.cg", "cglint.model")))
-print(json.dumps({"code": code, "heavy": heavy}))
+# Needed only by other formats or by errors: a one-file run in the editor or pre-commit pays for each.
+unneeded = sorted(m for m in sys.modules if m in ("xml.etree.ElementTree", "difflib", "secrets", "hmac")
+                  or m.startswith("cglint.report.") and m.rsplit(".", 1)[1] in ("junit", "sarif", "gitlab", "github", "json_format"))
+print(json.dumps({"code": code, "heavy": heavy, "unneeded": unneeded}))
 """
 
 
@@ -27,7 +30,7 @@ def probe(*args, cwd=ROOT):
 
 def test_version_imports_no_libcst():
     out = probe("--version")
-    assert out == {"code": 0, "heavy": []}
+    assert out == {"code": 0, "heavy": [], "unneeded": []}
 
 
 def test_tree_without_candidates_imports_no_libcst_nor_rules(tmp_path):
@@ -37,7 +40,7 @@ def test_tree_without_candidates_imports_no_libcst_nor_rules(tmp_path):
     (tmp_path / "pkg" / "notes.py").write_text('"""Uses jax.custom_gradient."""\nimport jax\n\nop = jax.custom_gradient\n')
     (tmp_path / "pkg" / "empty.py").write_text("")
     out = probe("--output-format", "json", "pkg", cwd=tmp_path)
-    assert out == {"code": 0, "heavy": []}
+    assert out == {"code": 0, "heavy": [], "unneeded": ["cglint.report.json_format"]}
 
 
 def test_a_file_with_a_site_does_load_them(tmp_path):
@@ -56,3 +59,14 @@ def test_every_rule_module_is_registered():
         cls = rules.rule(code)
         assert cls.code == code and cls.__module__.endswith(rules._REGISTRY[code][0])
     assert [r.code for r in rules.ALL_RULES] == list(rules.CODES)
+
+
+def test_a_warm_one_file_run_imports_only_its_format(tmp_path):
+    """The editor's and pre-commit's case: one file, its result cached. Nothing of the other
+    output formats (JUnit's XML library alone costs as much as the lint) nor of error paths."""
+    (tmp_path / "op.py").write_text("import tensorflow as tf\n\n@tf.custom_gradient\ndef op(x):\n"
+                                    "    return tf.square(x), lambda dy: dy * 2.0 * x\n")
+    first = probe("--output-format", "concise", "op.py", cwd=tmp_path)
+    warm = probe("--output-format", "concise", "op.py", cwd=tmp_path)
+    assert first["code"] == warm["code"] == 0
+    assert warm["heavy"] == [] and warm["unneeded"] == []

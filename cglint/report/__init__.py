@@ -15,19 +15,18 @@ if TYPE_CHECKING:  # diagnostics imports libcst; `cglint --version` and `--help`
 Formatter = Callable[[list["FileResult"], Optional[Context]], str]
 
 
-def _formatters() -> dict[str, Formatter]:
-    from cglint.report import concise, github, gitlab, json_format, junit, sarif, text
+def _formatter(fmt: str) -> Formatter:
+    """The format's renderer, importing only its module (JUnit's XML library alone costs a
+    one-file run as much as linting the file)."""
+    import importlib
 
-    return {
-        "text": text.render,
-        "concise": concise.render,
-        "json": lambda results, context=None: json_format.render(
-            results, context.runtime if context else None, context.unsafe_fixes if context else False),
-        "sarif": sarif.render,
-        "github": github.render,
-        "junit": junit.render,
-        "gitlab": gitlab.render,
-    }
+    if fmt not in FORMAT_NAMES:
+        raise KeyError(fmt)
+    module = importlib.import_module(f"cglint.report.{'json_format' if fmt == 'json' else fmt}")
+    if fmt == "json":
+        return lambda results, context=None: module.render(
+            results, context.runtime if context else None, context.unsafe_fixes if context else False)
+    return module.render
 
 
 FORMAT_NAMES = ("text", "concise", "json", "sarif", "github", "junit", "gitlab")
@@ -57,5 +56,5 @@ def printable(text: str, colour: bool = False) -> str:
 
 def render(fmt: str, results: list[FileResult], context: Context | None = None) -> str:
     context = context or Context()
-    text = _formatters()[fmt](results, context)
+    text = _formatter(fmt)(results, context)
     return printable(text, colour=context.color) if fmt in _FOR_TERMINALS else text

@@ -29,6 +29,8 @@ KERAS_OPS = {
     "CG011": "a variable created in the forward is created on every call there too.",
     "CG012": "NumPy on a symbolic tensor fails under tf.function (model.fit) on that backend.",
     "CG014": "`variables` holds the backing tf.Variable, not the Keras weight, there too.",
+    "CG016": "TensorFlow accepts a gradient of another dtype there too (verified: a float16 gradient for a "
+             "float32 input fails in the gradient of the op that made it, 'expected to be a half tensor').",
     "CG015": "the positional arguments are converted to tensors the same way (verified: `f(x, 2)` raises the "
              "int32/float32 mismatch under tf.function).",
 }

@@ -7,6 +7,8 @@ from cglint.model import GradientSite
 from cglint.model.dtypes import fixed_dtype, forward_casts, input_dtype_evidence
 from cglint.rules.base import Invalid, Rule
 
+_NOT_DEFAULT = ("float16", "bfloat16", "float64")  # input dtypes only a caller or the module can make
+
 
 class GradientDtype(Rule):
     """
@@ -16,8 +18,12 @@ class GradientDtype(Rule):
     than what the module says its input holds: a call in the module passes a tensor of another
     dtype, the forward itself casts the input to that dtype (so the input comes in another one:
     a float16 input computed in float32 under mixed precision), or the module sets a
-    `mixed_float16`/`mixed_bfloat16` policy for a Keras layer. A gradient whose dtype follows
-    the input (`tf.cast(g, x.dtype)`, `dy * ...`) is never flagged.
+    `mixed_float16`/`mixed_bfloat16` policy for a Keras layer. Where the module says nothing
+    of the input's dtype, a gradient fixed to float16, bfloat16 or float64 is flagged too:
+    TensorFlow makes float32 tensors from Python floats (float64 from NumPy arrays), so only a
+    caller the module does not show could make it right; a fixed float32, the default, is not
+    judged blind. A gradient whose dtype follows the input (`tf.cast(g, x.dtype)`, `dy * ...`)
+    is never flagged.
 
     ## Why is this bad?
     TensorFlow's `custom_gradient` does not check the dtypes the grad fn returns (verified on
@@ -81,6 +87,37 @@ class Gelu(keras.layers.Layer):
         return gelu(x)
 ''',
             at="13:29"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def clip_gradient(x):
+    def grad(dy):
+        # half precision to save memory in the backward pass
+        return tf.cast(tf.clip_by_value(dy, -1.0, 1.0), tf.float16)
+    return tf.identity(x), grad
+''',
+            at="8:16"),
+        Invalid(
+            '''
+import keras
+import tensorflow as tf
+from keras import ops
+
+
+@ops.custom_gradient
+def log1pexp(x):
+    e = ops.exp(x)
+
+    def grad(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        return ops.cast(upstream * (1.0 - 1.0 / (1.0 + e)), "float16")
+
+    return ops.log(1.0 + e), grad
+''',
+            at="14:16"),
     ]
     VALID = [
         '''
@@ -109,6 +146,17 @@ def scale(x):
 y = scale(tf.constant([1.0, 2.0]))
 ''',
         '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def clip_gradient(x):
+    def grad(dy):
+        return tf.cast(tf.clip_by_value(dy, -1.0, 1.0), tf.float16)
+    return tf.identity(x), grad
+
+h = clip_gradient(tf.constant([0.5, 2.0], dtype=tf.float16))
+''',
+        '''
 import numpy as np
 import tensorflow as tf
 
@@ -120,6 +168,13 @@ y = scale(tf.constant([1.0, 2.0]))
 ''',
     ]
 
+    @staticmethod
+    def _output_fixed_to(site: GradientSite, dtype: str) -> bool:
+        """The forward's output is built in `dtype` (TensorFlow's binary ops do not promote, so an
+        input combined with it is `dtype` too)."""
+        return any((hit := fixed_dtype(site.model, out, site.scope)) is not None and hit[0] == dtype
+                   for out in site.outputs)
+
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         model = site.model
         for grad in site.grad_fns:
@@ -127,7 +182,9 @@ y = scale(tf.constant([1.0, 2.0]))
                 if ret.value is None:
                     continue
                 value = ret.value
-                if site.trainable_variables:
+                # `(input_grads, var_grads)`: when the forward reads variables, or the grad fn
+                # takes `variables` and there is one input (so a pair cannot be two input grads).
+                if site.trainable_variables or (grad.variables_param and len(site.inputs) == 1 and ret.pair):
                     if ret.pair is None:
                         continue
                     value = ret.pair[0]
@@ -143,6 +200,12 @@ y = scale(tf.constant([1.0, 2.0]))
                     elif (cast := forward_casts(model, site, name)) is not None and cast[0] == dtype:
                         why = (f"the forward casts `{name}` to {dtype}, so `{name}` comes in another dtype "
                                "(float16 under mixed precision)")
+                    elif evidence is None and dtype in _NOT_DEFAULT and not self._output_fixed_to(site, dtype):
+                        # Nothing makes the input `dtype`: Python floats become float32 tensors
+                        # (NumPy arrays float64), and a gradient fixed to another dtype is wrong
+                        # for them. float32 itself is the default, so it is not judged blind.
+                        why = (f"nothing in the module makes `{name}` {dtype} (TensorFlow makes float32 tensors "
+                               "from Python floats, float64 from NumPy arrays)")
                     else:
                         continue
                     yield Finding(
