@@ -88,6 +88,11 @@ class OutputDerivative(Rule):
     helper's body is one `return op(...)`, its parameters are plain, the call's arguments are
     names or constants, and every other name in the expression means the same thing at the
     call.
+
+    A finding from the evaluated maths (several inputs, variables, arrays) offers to read the
+    input, or the output's operand, where the grad fn reads the output. It is unsafe: that the
+    gradients then match the forward's vector-Jacobian product is shown at a few sample points
+    of cglint's choosing, not proven.
     """
 
     code = "CG005"
@@ -369,7 +374,32 @@ class TanhDense(keras.layers.Layer):
 
         return dense(inputs)
 ''',
-            at="18:65"),
+            at="18:65",
+            fixed='''
+import keras
+import tensorflow as tf
+
+
+class TanhDense(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 4))
+        self.bias = self.add_weight(shape=(4,), initializer="zeros")
+
+    def call(self, inputs):
+        @tf.custom_gradient
+        def dense(x):
+            y = tf.tanh(x @ self.kernel + self.bias)
+
+            def grad(dy, variables=None):
+                dz = dy * (1 - y * y)
+                by_var = {self.kernel.value.ref(): tf.transpose(x) @ dz,
+                          self.bias.value.ref(): tf.reduce_sum(dz, axis=0)}
+                return dz @ tf.transpose(self.kernel), [by_var[v.ref()] for v in variables]
+
+            return y, grad
+
+        return dense(inputs)
+'''),
         # Two inputs: the gate's gradient uses s(1 - s) written at the output `y = x * s`; in
         # TensorFlow 2.21 it was off by 0.48 where autodiff's largest entry is 0.30.
         Invalid(
@@ -387,7 +417,21 @@ def gated(x, gate):
 
     return y, grad
 ''',
-            at="11:33"),
+            at="11:33",
+            fixed='''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def gated(x, gate):
+    s = tf.sigmoid(gate)
+    y = x * s
+
+    def grad(dy):
+        return dy * s, dy * x * s * (1 - s)
+
+    return y, grad
+'''),
         # A reduction with keepdims: exp of the sum where the derivative needs exp(x); off by 17.3
         # in TensorFlow 2.21 (autodiff's largest entry 17.9).
         Invalid(
@@ -404,7 +448,20 @@ def weighted_sum_exp(x, w):
 
     return y, grad
 ''',
-            at="10:32"),
+            at="10:32",
+            fixed='''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def weighted_sum_exp(x, w):
+    y = tf.reduce_sum(w * tf.exp(x), axis=-1, keepdims=True)
+
+    def grad(dy):
+        return dy * w * tf.exp(x), dy * tf.exp(x)
+
+    return y, grad
+'''),
     ]
     VALID = [
         '''
@@ -559,7 +616,9 @@ def masked_gate(x, gate, mask):
                 yield Finding(hit.reads[0], f"`{site.grad_fns[0].name}` reads the forward's output `{hit.output}` here{also} "
                                             f"where the derivative needs `{hit.instead}`: the gradient for `{hit.wrong}` "
                                             f"differs from `{site.name}`'s vector-Jacobian product at sample points, and "
-                                            f"reading `{hit.instead}` here makes every gradient match it")
+                                            f"reading `{hit.instead}` here makes every gradient match it",
+                              fix=Fix([(r, cst.Name(hit.instead)) for r in hit.reads], safe=False,
+                                      description=f"Read `{hit.instead}` where the derivative reads `{hit.output}`"))
 
 
 def _message(model: ModuleModel, node: cst.CSTNode, derivative: str, op: str, name: str) -> str:
