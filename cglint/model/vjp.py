@@ -31,6 +31,9 @@ _DIM = 3  # every dimension the source does not fix
 _POINTS = 3
 _MAX_READS = 4  # reads of the output tried in every combination
 _MAX_ELEMENTS = 400  # per sample array
+# What NumPy or Python raise on maths they cannot do with these samples (shapes that do not
+# match, a dict read by a key it lacks, ...): that world is not evaluable.
+_MATHS_ERRORS = (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AttributeError)
 
 
 @dataclass
@@ -45,10 +48,8 @@ class OutputRead:
 
 
 def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead | None:
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        return None
+    import numpy as np  # only once a site gets this far
+
     with np.errstate(all="ignore"):
         try:
             check = _Check(model, site, np)
@@ -74,10 +75,11 @@ class _Check:
             raise _Skip
         self.out, self.returned = out, returns[0]
         # The grad fn's reads of the forward's output (the forward's own binding of the name).
-        forward_binding = site.scope.lookup(out.value)
+        if out.value not in site.scope.bindings:
+            raise _Skip
         self.reads = [n for s in self.grad.scope.walk() for n in s.reads if n.value == out.value
-                      and s.lookup(n.value) is not None and s.lookup(n.value)[0] is forward_binding[0]]
-        if not self.reads or forward_binding[0] is not site.scope:
+                      and s.lookup(n.value) is not None and s.lookup(n.value)[0] is site.scope]
+        if not self.reads:
             raise _Skip
         self.inputs = [self._param(site.scope, n) for n in site.inputs]
         self.dy = self._param(self.grad.scope, self.grad.upstream_params[0])
@@ -248,7 +250,7 @@ class _Check:
                 xs = [self._sample(shape) for _ in self.inputs]
                 self._forward(xs, [self._sample(s) for s in self.var_shapes], {}, record=True)
                 return shape
-            except (ValueError, IndexError, ZeroDivisionError, OverflowError):
+            except _MATHS_ERRORS:
                 continue
         raise _Skip
 
@@ -286,8 +288,8 @@ class _Check:
             self.rng = self.np.random.default_rng(0)
             try:
                 hit = self.run()
-            except (Unknown, _Skip):
-                continue
+            except (Unknown, _Skip, *_MATHS_ERRORS):
+                continue  # not evaluable with these values
             if hit is None or (found is not None and found.instead != hit.instead):
                 return None
             if found is not None:  # the reads any world needed changed, in source order
@@ -320,7 +322,7 @@ class _Check:
                 break
             try:
                 point = self._point(x_shape)
-            except (ValueError, IndexError, ZeroDivisionError, OverflowError):
+            except _MATHS_ERRORS:
                 raise _Skip from None
             if point is None:
                 continue
@@ -330,7 +332,7 @@ class _Check:
             try:
                 actual = self._grads(xs_ws[:n], xs_ws[n:], dy, {})
                 bad = [i for i, g in enumerate(actual) if not self._agrees(g, i, point)]
-            except (ValueError, IndexError, ZeroDivisionError, OverflowError):
+            except _MATHS_ERRORS:
                 bad = [0]
             if bad:
                 wrong_at += 1
@@ -343,7 +345,7 @@ class _Check:
                     swapped = self._grads(xs_ws[:n], xs_ws[n:], dy, {id(r): name for r in reads})
                     if all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
                         kept.append((reads, name))
-                except (Unknown, ValueError, IndexError, ZeroDivisionError, OverflowError):
+                except (Unknown, *_MATHS_ERRORS):
                     continue
             candidates = kept
             if not candidates:
