@@ -5,8 +5,8 @@ count how many cglint finds (a script, not a test).
     python bench/mutation.py [--ecosystem] [--runtime] [--limit N] [--json OUT]
 
 Corpus: the fixtures' correct custom-gradient modules (every `*_good.py`, the seed's
-`correct.py`, and the runtime fixtures cglint finds nothing in: the others hold deliberate
-bugs for the runtime check, listed apart), and with `--ecosystem` the
+`correct.py`, the realistic corpus `fixtures/realistic/`, and the runtime fixtures cglint
+finds nothing in: the others hold deliberate bugs for the runtime check, listed apart), and with `--ecosystem` the
 modules of the ecosystem check's projects (scripts/ecosystem_check.py; its download cache,
 outside the repository) in which cglint finds nothing, the baseline's accepted bugs excluded.
 Each custom-gradient function is mutated once per kind that applies to it:
@@ -60,7 +60,7 @@ Mutant = tuple[str, str]  # (kind, mutated source)
 
 def fixture_corpus() -> list[Path]:
     files = sorted(ROOT.glob("fixtures/rules/*_good.py")) + [ROOT / "fixtures" / "seed" / "correct.py"]
-    files += sorted(ROOT.glob("fixtures/runtime/*.py"))
+    files += sorted(ROOT.glob("fixtures/runtime/*.py")) + sorted(ROOT.glob("fixtures/realistic/*.py"))
     return files
 
 

@@ -140,6 +140,14 @@ class FlowQueries:
         guessed = self.__dict__["_input_counts"][id(site)][1]
         return _StructureUse.of(self, site) & guessed if guessed else set()
 
+    def passed_at_least(self, call: cst.Call, scope: Scope) -> int | None:
+        """How many tensors a call passes positionally, at least: a literal structure counts
+        flattened, anything else as one; None for `f(*xs)` (any number)."""
+        positional = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in positional):
+            return None
+        return sum(self._structure_count(a.value, scope) or 1 for a in positional)
+
     def _structure_count(self, arg: cst.BaseExpression, scope: Scope, depth: int = 0) -> int | None:
         """What a call argument that is a literal structure (`[left, right]`, or a name bound
         only to one) flattens to, counting each entry that is not itself a literal structure as

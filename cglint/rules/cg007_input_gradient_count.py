@@ -13,9 +13,9 @@ class InputGradientCount(Rule):
     Flags a grad fn whose return holds a different number of input gradients than the
     forward has positional inputs. Only what is literal in the source is counted, after
     flattening nested tuples and lists the way TensorFlow does; `None` entries count (they
-    are "no gradient for this input"). A `*args` forward, a starred return or a value of
-    unknown structure (a helper's result) is never flagged. When the forward reads
-    variables, the input gradients are the first element of `(input_grads, var_grads)`
+    are "no gradient for this input"). A starred return or a value of unknown structure (a
+    helper's result) is never flagged; a `*args` forward only when every call in the module
+    passes more inputs than the grad fn's fixed count. When the forward reads variables, the input gradients are the first element of `(input_grads, var_grads)`
     (a flat return there is CG002's finding).
 
     Inputs are counted as TensorFlow counts them, flattened: a call `f([left, right], gate)`
@@ -131,8 +131,38 @@ def quantize(x, step):
     return tf.round(x / step) * step, grad
 ''',
             at="8:9"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def fused_sum(*tensors):
+    def grad(dy):
+        return dy, dy
+
+    return tf.add_n(list(tensors)), grad
+
+
+total = fused_sum(tf.ones([2]), tf.ones([2]), tf.ones([2]))
+''',
+            at="8:9"),
     ]
     VALID = [
+        '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def fused_sum(*tensors):
+    def grad(dy):
+        return tuple(dy for _ in tensors)
+
+    return tf.add_n(list(tensors)), grad
+
+
+total = fused_sum(tf.ones([2]), tf.ones([2]), tf.ones([2]))
+''',
         '''
 import tensorflow as tf
 
@@ -266,6 +296,7 @@ def pair_product(xs):
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         if site.has_varargs:
+            yield from self._varargs(site)
             return
         model = site.model
         per_input = model.input_counts(site)
@@ -305,4 +336,32 @@ def pair_product(xs):
                     f"{expected} positional input{'s' if hi != 1 else ''}{flattened}{why}: TensorFlow raises "
                     f"'custom_gradient function expected to return {hi} gradients'; return one per input (`None` for "
                     "none)",
+                )
+
+    @staticmethod
+    def _varargs(site: GradientSite) -> Iterator[Finding]:
+        """A `*args` forward takes what its calls pass: each call in the module passes at least
+        one tensor per positional argument (a literal structure its flattened count), so a grad
+        fn returning a fixed number below what every call passes always raises."""
+        model = site.model
+        calls = model.calls_reaching(site)
+        if not calls or site.variables:
+            return
+        least = None
+        for call, scope in calls:
+            passed = model.passed_at_least(call, scope)
+            if passed is None:
+                return  # `f(*xs)`: any count
+            least = passed if least is None else min(least, passed)
+        for grad in site.grad_fns:
+            for ret in grad.returns:
+                got = model.flat_count(ret.value, grad.scope) if ret.value is not None else None
+                if got is None or least is None or got >= least:
+                    continue
+                yield Finding(
+                    ret.node,
+                    f"`{grad.name}` returns {got} input gradient{'s' if got != 1 else ''} but every call of "
+                    f"`{site.name}` in this module passes at least {least} positional input{'s' if least != 1 else ''} "
+                    f"to its `*args`: TensorFlow raises 'custom_gradient function expected to return {least} "
+                    "gradients'; return one per input (`tuple(dy for _ in args)`)",
                 )
