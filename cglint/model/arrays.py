@@ -154,4 +154,5 @@ OPS: dict[str, Callable] = {
 }
 
 # Python builtins the maths may use.
-BUILTINS: dict[str, Callable] = {"abs": np.abs, "float": float, "len": len}
+BUILTINS: dict[str, Callable] = {"abs": np.abs, "float": float, "int": int, "len": len, "range": range,
+                                 "tuple": tuple, "list": list}

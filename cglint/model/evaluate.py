@@ -162,6 +162,8 @@ class Evaluator:
             return container[index[0]]
         if isinstance(container, self.np.ndarray) and all(isinstance(i, (int, slice)) or i is None for i in index):
             return container[tuple(index)]
+        if isinstance(container, self.np.ndarray) and any(isinstance(i, str) for i in index):
+            raise TypeError("a tensor indexed by a string")  # as TensorFlow raises
         raise Unknown("subscript")
 
     def _attribute(self, expr: cst.Attribute, scope: Scope, depth: int) -> Any:
@@ -205,6 +207,8 @@ class Evaluator:
             raise Unknown("star arguments")
         qualname = self.model.qualname(call.func)
         op = tf_op_name(qualname)
+        if op is None and qualname is not None and qualname.startswith(("math.", "numpy.")):
+            op = qualname.split(".", 1)[1]  # `math.log(2.0)`, `np.exp(x)`: the same maths
         if op == "stop_gradient" and call.args:
             if not self.record and id(call) in self.frozen:
                 return self.frozen[id(call)]

@@ -90,6 +90,18 @@ class _Check:
         self.rng = np.random.default_rng(0)
         self.free, self.extra = self._free_params(), {}
 
+    def _keys(self, name: str) -> list[str] | None:
+        """The string keys an input is read by (`features["a"]`): it is sampled as a dict."""
+        keys: list[str] = []
+        for read in (n for scope in self.site.scopes() for n in scope.reads if n.value == name):
+            node = self.model.parent(read)
+            if isinstance(node, cst.Subscript) and node.value is read and len(node.slice) == 1:
+                index = node.slice[0].slice
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                    key = index.value.evaluated_value
+                    keys += [key] if isinstance(key, str) and key not in keys else []
+        return keys or None
+
     @staticmethod
     def _param(scope, name: str, required: bool = True) -> Param | None:
         found = next((v for v in scope.bindings.get(name, []) if isinstance(v, Param)), None)
@@ -118,6 +130,9 @@ class _Check:
         init = call.args[0].value if call.args and call.args[0].keyword is None else None
         if init is None:
             return (_DIM, _DIM)
+        bound = scope.lookup(init.value) if isinstance(init, cst.Name) else None
+        if bound is not None and len(bound[1]) == 1 and isinstance(bound[1][0], Param) and bound[1][0].node.default:
+            init = bound[1][0].node.default  # `tf.Variable(scale)` with `scale=1.5`: its default's shape
         try:
             return tuple(self.np.shape(ev.value(init, scope)))
         except (Unknown, ValueError, TypeError):
@@ -156,7 +171,17 @@ class _Check:
 
     # ---- the forward and the grad fn ---------------------------------------------------------
 
-    def _forward(self, xs: list, ws: list, frozen: dict, record: bool = False) -> Any:
+    def _pack(self, flat: list) -> tuple[list, list]:
+        """The inputs (a dict for an input read by string keys) and the variables, from one
+        array per slot."""
+        xs, i = [], 0
+        for keys in self.layout:
+            xs.append(flat[i] if keys is None else dict(zip(keys, flat[i:i + len(keys)])))
+            i += 1 if keys is None else len(keys)
+        return xs, flat[i:]
+
+    def _forward(self, flat: list, frozen: dict, record: bool = False) -> Any:
+        xs, ws = self._pack(flat)
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         variables = {id(v.created_by): Var(w) for v, w in zip(self.site.variables, ws)}
         ev = Evaluator(self.model, env, variables=variables, frozen=frozen, record=record)
@@ -168,8 +193,9 @@ class _Check:
             raise _Skip
         return y
 
-    def _grads(self, xs: list, ws: list, dy, swap: dict[int, str]) -> list:
-        """The returned gradients, one per input then one per variable (None: no gradient)."""
+    def _grads(self, flat: list, dy, swap: dict[int, str]) -> list:
+        """The returned gradients, one per slot (None: no gradient)."""
+        xs, ws = self._pack(flat)
         variables = [Var(w) for w in ws]
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         env[id(self.dy)] = dy
@@ -193,11 +219,16 @@ class _Check:
             grads = [grads]
         if not isinstance(grads, (tuple, list)) or len(grads) != n:
             raise Unknown("input gradients")
-        return [None if g is None else g.value if isinstance(g, Var) else g for g in [*grads, *var_grads]]
+        out = []
+        for g, keys in zip(grads, self.layout):
+            if keys is not None and g is not None and not isinstance(g, dict):
+                raise Unknown("a structured input's gradient")
+            out += [g] if keys is None else [None if g is None else g.get(k) for k in keys]
+        return [None if g is None else g.value if isinstance(g, Var) else g for g in [*out, *var_grads]]
 
     def _agrees(self, g, slot: int, point) -> bool:
-        xs_ws, dy, slopes = point
-        target = xs_ws[slot]
+        flat, dy, slopes = point
+        target = flat[slot]
         if g is None:
             g = 0.0
         try:
@@ -216,16 +247,14 @@ class _Check:
         """Sample inputs, variables and upstream, and the VJP's projections on random
         directions, for each input and variable: the slopes of <dy, forward>."""
         np = self.np
-        xs = [self._sample(x_shape) for _ in self.inputs]
-        ws = [self._sample(s) for s in self.var_shapes]
+        flat = [self._sample(x_shape) for _ in range(self.input_slots)] + [self._sample(s) for s in self.var_shapes]
         frozen: dict = {}
-        y = self._forward(xs, ws, frozen, record=True)
+        y = self._forward(flat, frozen, record=True)
         if not np.all(np.isfinite(y)):
             return None
         dy = self._sample(y.shape)
         slopes = []
-        n = len(xs)
-        for slot, base in enumerate([*xs, *ws]):
+        for slot, base in enumerate(flat):
             per = []
             for _ in range(2):
                 v = self._sample(np.shape(base))
@@ -233,22 +262,22 @@ class _Check:
                 for h in (1e-6, 1e-4):
                     ends = []
                     for sign in (1, -1):
-                        moved = [a + sign * h * v if i == slot else a for i, a in enumerate([*xs, *ws])]
-                        ends.append(float(np.sum(dy * self._forward(moved[:n], moved[n:], frozen))))
+                        moved = [a + sign * h * v if i == slot else a for i, a in enumerate(flat)]
+                        ends.append(float(np.sum(dy * self._forward(moved, frozen))))
                     slope.append((ends[0] - ends[1]) / (2 * h))
                 if not (np.isfinite(slope[0]) and abs(slope[0] - slope[1]) <= 1e-6 * max(1.0, abs(slope[0]))):
                     return None  # near a pole or a kink: differences say nothing reliable here
                 per.append((v, slope[0]))
             slopes.append(per)
-        return [*xs, *ws], dy, slopes
+        return flat, dy, slopes
 
     def _x_shape(self) -> tuple:
         """The first of a few shapes for every input at which the forward evaluates."""
         dims = [_DIM] + [s[0] for s in self.var_shapes if len(s) == 2 and s[0] != _DIM]
         for shape in [*((_DIM, d) for d in dims[:3]), (_DIM,), ()]:
             try:
-                xs = [self._sample(shape) for _ in self.inputs]
-                self._forward(xs, [self._sample(s) for s in self.var_shapes], {}, record=True)
+                self._forward([self._sample(shape) for _ in range(self.input_slots)]
+                              + [self._sample(s) for s in self.var_shapes], {}, record=True)
                 return shape
             except _MATHS_ERRORS:
                 continue
@@ -282,6 +311,8 @@ class _Check:
         each is tried as 0, 1 and -1, at most two of them."""
         if len(self.free) > 2:
             return None
+        self.layout = [self._keys(name) for name in self.site.inputs]
+        self.input_slots = sum(1 if k is None else len(k) for k in self.layout)
         found = None
         for values in product((0.0, 1.0, -1.0), repeat=len(self.free)):
             self.extra = {id(p): v for p, v in zip(self.free, values)}
@@ -312,7 +343,8 @@ class _Check:
     def run(self) -> OutputRead | None:
         self.var_shapes = [self._var_shape(v) for v in self.site.variables]
         x_shape = self._x_shape()
-        slots = [*self.site.inputs, *(v.name for v in self.site.variables)]
+        slots = [name if keys is None else f"{name}[{k!r}]" for name, keys in zip(self.site.inputs, self.layout)
+                 for k in (keys or [None])] + [v.name for v in self.site.variables]
         candidates = None
         wrong_at = 0
         wrong_slot = None
@@ -327,10 +359,9 @@ class _Check:
             if point is None:
                 continue
             points += 1
-            xs_ws, dy, _ = point
-            n = len(self.inputs)
+            flat, dy, _ = point
             try:
-                actual = self._grads(xs_ws[:n], xs_ws[n:], dy, {})
+                actual = self._grads(flat, dy, {})
                 bad = [i for i, g in enumerate(actual) if not self._agrees(g, i, point)]
             except _MATHS_ERRORS:
                 bad = [0]
@@ -342,7 +373,7 @@ class _Check:
             kept = []
             for reads, name in candidates if candidates is not None else self._candidates():
                 try:
-                    swapped = self._grads(xs_ws[:n], xs_ws[n:], dy, {id(r): name for r in reads})
+                    swapped = self._grads(flat, dy, {id(r): name for r in reads})
                     if all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
                         kept.append((reads, name))
                 except (Unknown, *_MATHS_ERRORS):
@@ -356,3 +387,4 @@ class _Check:
             return None
         reads, name = candidates[0]
         return OutputRead(list(reads), self.out.value, name, slots[wrong_slot])
+
