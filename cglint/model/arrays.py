@@ -121,6 +121,18 @@ def _divide_no_nan(x, y, name=None):
     return np.divide(x, y, out=np.zeros_like(x), where=y != 0)
 
 
+def _broadcast_gradient_args(s0=None, s1=None, name=None):
+    """The axes each of two shapes was broadcast along (`tf.raw_ops.BroadcastGradientArgs`)."""
+    s0, s1 = [int(d) for d in np.ravel(s0)], [int(d) for d in np.ravel(s1)]
+    n = max(len(s0), len(s1))
+    a, b = [1] * (n - len(s0)) + s0, [1] * (n - len(s1)) + s1
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+        raise ValueError("incompatible shapes")
+    reduce = ([i for i in range(n) if i < n - len(s0) or (a[i] == 1 and b[i] != 1)],
+              [i for i in range(n) if i < n - len(s1) or (b[i] == 1 and a[i] != 1)])
+    return tuple(np.array(r, dtype=np.int64) for r in reduce)
+
+
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 # By TensorFlow's plain name (`tf_op_name`); Keras ops (`keras.ops.sum`) under theirs.
@@ -142,7 +154,7 @@ OPS: dict[str, Callable] = {
         "greater": np.greater, "greater_equal": np.greater_equal, "less": np.less, "less_equal": np.less_equal,
         "logical_and": lambda a, b: (a != 0) & (b != 0), "logical_or": lambda a, b: (a != 0) | (b != 0),
     }.items()},
-    "divide_no_nan": _divide_no_nan,
+    "divide_no_nan": _divide_no_nan, "broadcast_gradient_args": _broadcast_gradient_args,
     "where": _where, "matmul": _matmul, "transpose": _transpose, "reshape": _reshape,
     "expand_dims": _expand_dims, "squeeze": _squeeze, "clip_by_value": _clip, "clip": _clip,
     "ones_like": _like(1.0), "zeros_like": _like(0.0), "ones": _filled(1.0), "zeros": _filled(0.0),

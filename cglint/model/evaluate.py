@@ -2,9 +2,10 @@
 can be judged by its values instead of by its spelling.
 
 Only the project's own NumPy versions of TensorFlow / Keras ops (`cglint.model.arrays`), Python
-arithmetic, literals, tuples, dicts, one-loop list comprehensions and variables (by identity,
-with sample values the caller gives) are evaluated, never the user's code. An expression holding
-anything else (a call the table does not know, a helper, a name bound under conditions the
+arithmetic, literals, tuples, dicts, one-loop list comprehensions, variables (by identity, with
+sample values the caller gives) and the module's helpers that compute one return from their
+parameters are evaluated; the user's code is read, never run. An expression holding anything
+else (a call the table does not know, a helper with loops, a name bound under conditions the
 caller did not pick) cannot be evaluated: `Unknown`, and nothing is claimed about it.
 """
 
@@ -70,6 +71,7 @@ class Evaluator:
         self.frozen, self.record = frozen if frozen is not None else {}, record
         self.locals: dict[str, Any] = {}  # comprehension targets
         self.memo: dict[tuple[int, int], Any] = {}
+        self.helpers: list[cst.FunctionDef] = []  # the helpers being evaluated
 
     def value(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Any:
         if depth > 60:
@@ -210,6 +212,8 @@ class Evaluator:
         if op is None and qualname is not None and qualname.startswith(("math.", "numpy.")):
             op = qualname.split(".", 1)[1]  # `math.log(2.0)`, `np.exp(x)`: the same maths
         if op == "stop_gradient" and call.args:
+            if self.helpers:
+                raise Unknown("stop_gradient in a helper")  # one call node, several values
             if not self.record and id(call) in self.frozen:
                 return self.frozen[id(call)]
             value = self.value(call.args[0].value, scope, depth)
@@ -219,14 +223,44 @@ class Evaluator:
         fn = self.ops.OPS.get(op) if op is not None else None
         if fn is None and isinstance(call.func, cst.Name) and scope.lookup(call.func.value) is None:
             fn = self.ops.BUILTINS.get(call.func.value)
-        if fn is None:
-            raise Unknown(f"call {qualname or op}")
         args = [unwrap(self.value(a.value, scope, depth)) for a in call.args if a.keyword is None]
         kwargs = {a.keyword.value: unwrap(self.value(a.value, scope, depth)) for a in call.args if a.keyword is not None}
+        if fn is None:
+            return self._helper(call, scope, depth, args, kwargs)
         try:
             return fn(*args, **kwargs)
         except TypeError as e:  # a signature the table does not accept, or values it does not take
             raise Unknown(f"call {op}: {e}") from None
+
+    def _helper(self, call: cst.Call, scope: Scope, depth: int, args: list, kwargs: dict) -> Any:
+        """A function of this module whose body computes its one return from its parameters
+        (`_unbroadcast(g, like)`): its maths with the call's values, read like the forward's."""
+        helper = self.model.helper(call.func, scope)
+        node = helper.node if helper is not None and helper.model is self.model else None
+        if node is None or node.decorators or len(helper.returned()) != 1 or len(self.helpers) > 3:
+            raise Unknown(f"call {self.model.qualname(call.func)}")
+        p = node.params
+        if p.kwonly_params or p.posonly_params or p.star_kwarg or isinstance(p.star_arg, cst.Param):
+            raise Unknown("helper parameters")
+        names = [q.name.value for q in p.params]
+        values = dict(zip(names, args))
+        if len(args) > len(names) or set(kwargs) - set(names) or set(values) & set(kwargs):
+            raise Unknown("helper arguments")
+        values.update(kwargs)
+        params = {}
+        for q in p.params:
+            if q.name.value not in values:
+                raise Unknown("helper default")
+            param = next((b for b in helper.scope.bindings.get(q.name.value, []) if isinstance(b, Param)), None)
+            params[id(param)] = values[q.name.value]
+        saved = self.env, self.memo, self.locals
+        self.env, self.memo, self.locals = {**self.env, **params}, {}, {}
+        self.helpers.append(node)
+        try:
+            return self.value(helper.returned()[0], helper.scope, depth)
+        finally:
+            self.env, self.memo, self.locals = saved
+            self.helpers.pop()
 
     def _name(self, name: cst.Name, scope: Scope, depth: int) -> Any:
         if name.value in self.locals:

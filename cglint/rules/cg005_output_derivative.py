@@ -64,7 +64,8 @@ class OutputDerivative(Rule):
     (central differences), and a read of the output is flagged when the gradients as written
     differ from it at most sample points and reading the input (or the output's operand, `z`
     in `y = tf.tanh(z)`) there makes every gradient match. Anything it cannot evaluate (an
-    unknown call, a helper, a name bound under conditions) claims nothing.
+    op it has no NumPy version of, a helper with more than one return, a name bound under
+    conditions) claims nothing.
 
     ## Why is this bad?
     d/dz tan(z) is 1/cos²(z); 1/cos²(tan(z)) is a different function. TensorFlow runs it
