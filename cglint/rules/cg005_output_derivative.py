@@ -612,8 +612,8 @@ def masked_gate(x, gate, mask):
             # vector-Jacobian product, as written and with the output read swapped.
             hit = output_read_for_input(model, site)
             if hit is not None:
-                more = [f"{model.positions[r].start.line}:{model.positions[r].start.column + 1}" for r in hit.reads[1:]]
-                also = f" (and at {', '.join(more)})" if more else ""
+                more = len(hit.reads) - 1
+                also = f" (and {more} more read{'s' if more > 1 else ''} of it)" if more else ""
                 yield Finding(hit.reads[0], f"`{site.grad_fns[0].name}` reads the forward's output `{hit.output}` here{also} "
                                             f"where the derivative needs `{hit.instead}`: the gradient for `{hit.wrong}` "
                                             f"differs from `{site.name}`'s vector-Jacobian product at sample points, and "
