@@ -348,7 +348,7 @@ def softsign(x):
         # Judged against the forward's vector-Jacobian product on sample arrays (a layer's
         # weights, matmuls, reductions): in TensorFlow 2.21 the kernel's gradient `y.T @ dz` was
         # off by 3.95 (autodiff's largest entry 2.04) with 4 input features, and failed with
-        # "Incompatible shapes" with 3; `x.T @ dz` matches autodiff.
+        # "Incompatible shapes" with 3; `x.T @ dz`, the fix, matches autodiff with 3 and 4.
         Invalid(
             '''
 import keras
@@ -537,32 +537,6 @@ def swish(x):
     return y, grad
 ''',
     
-        # The layer above with `x.T @ dz`: matches autodiff in TensorFlow 2.21 (3 and 4 features).
-        '''
-import keras
-import tensorflow as tf
-
-
-class TanhDense(keras.layers.Layer):
-    def build(self, input_shape):
-        self.kernel = self.add_weight(shape=(input_shape[-1], 4))
-        self.bias = self.add_weight(shape=(4,), initializer="zeros")
-
-    def call(self, inputs):
-        @tf.custom_gradient
-        def dense(x):
-            y = tf.tanh(x @ self.kernel + self.bias)
-
-            def grad(dy, variables=None):
-                dz = dy * (1 - y * y)
-                by_var = {self.kernel.value.ref(): tf.transpose(x) @ dz,
-                          self.bias.value.ref(): tf.reduce_sum(dz, axis=0)}
-                return dz @ tf.transpose(self.kernel), [by_var[v.ref()] for v in variables]
-
-            return y, grad
-
-        return dense(inputs)
-''',
         # A masked gate reading its mask and the sigmoid it kept: matches autodiff.
         '''
 import tensorflow as tf
