@@ -307,13 +307,6 @@ class Evaluator:
 
 
 def derivative_at_output(model: ModuleModel, site) -> cst.BaseExpression | None:
-    import numpy as np
-
-    with np.errstate(all="ignore"):  # a log of a negative sample is NaN, skipped below
-        return _derivative_at_output(model, site)
-
-
-def _derivative_at_output(model: ModuleModel, site) -> cst.BaseExpression | None:
     """For a one-input elementwise site whose grad fn reads the forward's output: the grad fn's
     returned expression when its values are the forward's derivative taken at the output,
     f'(f(x)), and not the derivative, f'(x), at sample points (None when the maths cannot be
@@ -350,24 +343,27 @@ def _derivative_at_output(model: ModuleModel, site) -> cst.BaseExpression | None
     def forward(at: float) -> float:
         return evaluate(out, site.scope, {id(x_param): at})
 
-    agree_at_output = differ_from_true = points = 0
-    for i in range(24):
-        x = (0.2 + 1.1 * ((i * 0.61803398875) % 1.0)) * (1 if i % 2 else -1)  # spread over ±[0.2, 1.3]
-        try:
-            g = evaluate(returns[0], grad.scope, {id(x_param): x, id(dy_param): 1.0})
-            y = forward(x)
-            h, hy = 1e-6 * (1.0 + abs(x)), 1e-6 * (1.0 + abs(y))
-            true = (forward(x + h) - forward(x - h)) / (2 * h)
-            at_output = (forward(y + hy) - forward(y - hy)) / (2 * hy)
-        except Unknown:
-            return None
-        except (ArithmeticError, ValueError, TypeError):
-            continue  # outside the maths' domain at this point (log of a negative, ...)
-        if not all(math.isfinite(v) for v in (g, true, at_output)):
-            continue
-        points += 1
-        agree_at_output += abs(g - at_output) <= 1e-4 * max(1.0, abs(at_output))
-        differ_from_true += abs(g - true) > 1e-3 * max(1.0, abs(true))
+    import numpy as np  # only once the site is one to evaluate
+
+    with np.errstate(all="ignore"):  # a log of a negative sample is NaN, skipped below
+        agree_at_output = differ_from_true = points = 0
+        for i in range(24):
+            x = (0.2 + 1.1 * ((i * 0.61803398875) % 1.0)) * (1 if i % 2 else -1)  # spread over ±[0.2, 1.3]
+            try:
+                g = evaluate(returns[0], grad.scope, {id(x_param): x, id(dy_param): 1.0})
+                y = forward(x)
+                h, hy = 1e-6 * (1.0 + abs(x)), 1e-6 * (1.0 + abs(y))
+                true = (forward(x + h) - forward(x - h)) / (2 * h)
+                at_output = (forward(y + hy) - forward(y - hy)) / (2 * hy)
+            except Unknown:
+                return None
+            except (ArithmeticError, ValueError, TypeError):
+                continue  # outside the maths' domain at this point (log of a negative, ...)
+            if not all(math.isfinite(v) for v in (g, true, at_output)):
+                continue
+            points += 1
+            agree_at_output += abs(g - at_output) <= 1e-4 * max(1.0, abs(at_output))
+            differ_from_true += abs(g - true) > 1e-3 * max(1.0, abs(true))
     if points >= 8 and agree_at_output == points and differ_from_true >= 0.75 * points:
         return returns[0]
     return None

@@ -48,13 +48,14 @@ class OutputRead:
 
 
 def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead | None:
+    try:
+        check = _Check(model, site)
+    except (Unknown, _Skip):
+        return None
     import numpy as np  # only once a site gets this far
 
+    check.np = np
     with np.errstate(all="ignore"):
-        try:
-            check = _Check(model, site, np)
-        except (Unknown, _Skip):
-            return None
         return check.in_every_world()
 
 
@@ -63,8 +64,8 @@ class _Skip(Exception):
 
 
 class _Check:
-    def __init__(self, model: ModuleModel, site: GradientSite, np) -> None:
-        self.model, self.site, self.np = model, site, np
+    def __init__(self, model: ModuleModel, site: GradientSite) -> None:
+        self.model, self.site = model, site
         out = site.outputs[0] if len(site.outputs) == 1 else None
         if (not isinstance(out, cst.Name) or len(site.grad_fns) != 1 or site.has_varargs or not site.inputs
                 or any(not v.exact for v in site.variables)):
@@ -87,7 +88,6 @@ class _Check:
         self.vars_param = self._param(self.grad.scope, vp, required=False) if vp else None
         if site.variables and self.vars_param is None:
             raise _Skip
-        self.rng = np.random.default_rng(0)
         self.free, self.extra = self._free_params(), {}
 
     def _keys(self, name: str) -> list[str] | None:
