@@ -44,16 +44,11 @@ SYMPTOM = {
 
 # Why a reproducing report is missed, kept with the script so every run writes it.
 NOTES: dict[str, str] = {
-    "08_register_gradient_relu_passthrough": (
-        "a `tf.RegisterGradient` function applied with `gradient_override_map` in a TF1-style graph "
-        "(tf.compat.v1 session). Neither `--runtime` nor trace runs registered gradients: trace patches "
-        "`tf.custom_gradient` only, and no static rule checks a registered gradient's value. What would "
-        "catch it: a runtime check of registered gradient functions (build the op in a graph, compare "
-        "`tf.gradients` with and without the override), or a static rule for a registered gradient that "
-        "returns its `grad` argument unchanged for an op that is not an identity."),
     "09_defun_grad_func_passthrough": (
-        "the same class through `function.Defun(python_grad_func=...)`, graph mode only: invisible to "
-        "both runtimes for the same reason as 08."),
+        "the same class as 08 through `function.Defun(python_grad_func=...)`, graph mode only. `--runtime` "
+        "checks `tf.RegisterGradient` functions in a graph with the module's `gradient_override_map` "
+        "(which catches 08), but a Defun's gradient function is attached to the function it decorates, "
+        "not registered by name: neither runtime builds it, and trace patches `tf.custom_gradient` only."),
     "15_phase_shift_no_conjugate": (
         "reported, but not with its own symptom: both runtimes say `mismatch` (d/phi off by 662% vs "
         "autodiff) without naming the conjugate. The conjugate test recognises custom = conj(autodiff) "

@@ -55,8 +55,31 @@ TFP_TESTS = [
      "site:tensorflow_probability/python/internal/distribute_test_lib.py"),
 ]
 
-# Hand check of every mismatch/error verdict (function -> reasoning), written into the results.
+# Hand check of every verdict (function -> why it is right), written into the results.
 NOTES: dict[str, str] = {
+    "larq ste_sign.<locals>._call (intentional)": (
+        "right: the forward is `sign(x)` (piecewise constant: autodiff and finite differences give 0 "
+        "away from 0), the grad fn passes the upstream through where |x| <= clip_value "
+        "(`_clipped_gradient`): the straight-through estimator of binarised networks, deliberate."),
+    "larq approx_sign (intentional)": (
+        "right: forward `sign(x)`, grad `(1 - |x|) * 2 * dy` on |x| <= 1 (the ApproxSign estimator of "
+        "Bi-Real Net): a deliberate surrogate for a zero derivative. (A check where every input has "
+        "|x| > 1 is a `match`: both gradients are zero there; the worst check decides the entry.)"),
+    "larq swish_sign.<locals>._call (intentional)": (
+        "right: forward `sign(x)`, grad the derivative of the SignSwish surrogate "
+        "`2 * sigmoid(beta x) (1 + beta x (1 - sigmoid(beta x))) - 1`: deliberate."),
+    "larq ste_tern.<locals>._call (intentional)": (
+        "right: forward `sign(sign(x + t) + sign(x - t))` (ternary, piecewise constant), grad the "
+        "clipped pass-through: a straight-through estimator."),
+    "larq ste_heaviside.<locals>._call (intentional)": (
+        "right: forward the Heaviside step (piecewise constant), grad the clipped pass-through."),
+    "larq DoReFa.call.<locals>._k_bit_with_identity_grad (intentional)": (
+        "right, and no longer a false mismatch: forward `round(x * n) / n` (k-bit quantisation), grad "
+        "`lambda dy: dy`, the straight-through estimator. `test_dorefa_ste_grad[weights]` puts inputs "
+        "exactly on a rounding edge (every zero weight maps to 0.5, and round(1.5) jumps), where finite "
+        "differences are huge; the staircase test now also accepts a jump of the same size at a third of "
+        "the step, so it is recognised. Its autograph-converted copy (reported before as a second entry, "
+        "`call.<locals>._k_bit_with_identity_grad` at the same line) is merged into this one."),
     "sonnet leaky_clip_by_value (error)": (
         "a true latent bug. `test_leaky_clip_by_value_forward` passes Python lists as the bounds "
         "(`clip_min_array = [0.5, 2.5, 2.5]`); TensorFlow's custom_gradient flattens nested arguments "
@@ -67,23 +90,16 @@ NOTES: dict[str, str] = {
     "sonnet scale_gradient (intentional)": (
         "right: the test scales by -0.5, a gradient reversal and scaling of an identity forward, "
         "recognised by its signature."),
-    "larq DoReFa.call.<locals>._k_bit_with_identity_grad (mismatch)": (
-        "a false mismatch. `test_dorefa_ste_grad[weights]` feeds `generate_real_values_with_zeros`: "
-        "the weights preprocess maps every zero to exactly 0.5, and round(0.5 * 3) / 3 (k_bit=2) sits "
-        "on a rounding edge, so any step moves the output: finite differences are huge, autodiff of "
-        "`tf.round` is None, and the staircase test (three of four tiny steps leave the output "
-        "unchanged) fails, so the straight-through estimator is not recognised. A fix must tell a "
-        "jump from a slope at float32 resolution (a step smaller than half an ulp of 0.5 does not "
-        "move the input at all), e.g. count the output elements a tiny step changes; tried here with "
-        "an equal-jump-for-half-the-step test, which float32 rounding defeats, so it is not in."),
-    "larq straight-through quantizers (intentional)": (
-        "right: ste_sign, approx_sign, swish_sign, ste_heaviside, ste_tern and DoReFa's "
-        "`_k_bit_with_identity_grad` have piecewise-constant forwards whose custom gradient passes "
-        "the upstream through (clipped): deliberate estimators, not bugs."),
-    "tfp f_wrapped (match)": (
-        "right (the wrapped function matches finite differences), but every function TFP builds "
-        "through its own `tfp.math.custom_gradient` wrapper shares this one code location, so the "
-        "suite's several custom gradients appear as one entry under the wrapper's closure."),
+    "tfp <lambda> at generic.py:771 (match)": (
+        "right: `log_cosh`'s `vjp_fwd` (`log(cosh(x))`, stable form) with `vjp_bwd` `dy * tanh(x)`, the "
+        "true derivative; checked at `testLogCoshAtZero` (float32 scalar 0, where both are 0) and "
+        "`testLogCoshGrad` (float64[100]), both `match`. It is the only function "
+        "these two test files call through TFP's own custom-gradient decorator "
+        "(`tensorflow_probability/python/internal/custom_gradient.py`, whose generic `f_wrapped(*args)` "
+        "forward runs the decorated function's `vjp_fwd`): the entry now names that function and its "
+        "line, not the wrapper's closure, and each function the wrapper makes gets an entry of its own "
+        "(tests/test_trace_report.py). (`tfp.math.custom_gradient`, which custom_gradient_test.py "
+        "tests, is the stop-gradient construction, not `tf.custom_gradient`: nothing to check there.)"),
     "keras (no verdicts)": (
         "by design: trace leaves TensorFlow's and Keras's own custom gradients alone (library "
         "code), and Keras's tests define theirs inside `keras/src`; the traced run only measures "
@@ -185,7 +201,13 @@ def main() -> int:
     ap.add_argument("--tfp-checkout", help="with --setup: a git repository of tensorflow/probability for its tests")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-trace-suites.md"))
+    ap.add_argument("--json", metavar="PATH", help="also save the measurements as JSON to PATH")
+    ap.add_argument("--render", metavar="PATH", help="only rewrite --out from measurements saved with --json")
     args = ap.parse_args()
+    if args.render:
+        saved = json.loads(Path(args.render).read_text())
+        write_results(Path(args.out), saved["results"], saved["repeats"])
+        return 0
     if args.setup:
         setup(args.tfp_checkout)
         return 0
@@ -210,6 +232,8 @@ def main() -> int:
                 f"verdicts {len(r['verdicts'])} ({time.monotonic() - t0:.0f}s)",
                 flush=True,
             )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "repeats": args.repeats}))
     write_results(Path(args.out), results, args.repeats)
     return 0
 
@@ -249,7 +273,7 @@ def write_results(out: Path, results: list[dict], repeats: int) -> None:
             detail = (v.get("detail") or "").replace("|", "/").replace("\n", " ")[:160]
             lines.append(f"| {v.get('function')} | {where} | {v.get('verdict')} | {detail} |")
         lines.append("")
-    lines += ["## Hand check of the mismatch and error verdicts", ""]
+    lines += ["## Hand check of every verdict", ""]
     lines += [f"- **{k}**: {v}" for k, v in NOTES.items()] or ["- none reported"]
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")

@@ -152,6 +152,10 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
         findings: list[tuple[type[Rule], Finding]] = []
         for rule in rules:
             findings.extend((rule, f) for f in rule().check(model))
+        for _, f in findings:  # a grad fn defined in another module: point at where it is used here
+            here = model.local_anchor(f.node, f.site)
+            if here is not f.node:
+                f.node, f.fix = here, None  # a fix would edit the other file
         where_is: Any = {}
         if findings:
             # Positions cost a codegen pass over the module: only paid when there is something to say.
@@ -184,7 +188,7 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
 
         kept = _sorted(kept + cg100_unused_noqa.diagnostics(path, source, module, diags, rules))
     return FileResult(path, source, kept, parsed=True, module=module if full_tree else None, model=model,
-                      warnings=warnings, dependencies=dict(model.dependencies))
+                      warnings=warnings, dependencies=model.all_dependencies())
 
 
 def _parse_libcst(text: str, tree: ast.Module | None) -> tuple[cst.Module | None, tuple[int, int, str] | None, str]:

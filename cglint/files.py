@@ -63,9 +63,10 @@ def _walk(root: Path, excluded: Callable[[str, bool, bool], bool] | None) -> Ite
 
 def may_hold_site(text: str) -> bool:
     """The prefilter: only a file that mentions `custom_gradient` or `gradient_override_map`
-    (CG017), or one that may hold CG013's forgotten decorator, is parsed; every other file is
-    read and never parsed."""
-    return "custom_gradient" in text or "gradient_override_map" in text or may_forget_decorator(text)
+    (CG017), a Defun's `python_grad_func`/`grad_func` (checked by `--runtime`), or one that may
+    hold CG013's forgotten decorator, is parsed; every other file is read and never parsed."""
+    return ("custom_gradient" in text or "gradient_override_map" in text or "grad_func" in text
+            or may_forget_decorator(text))
 
 
 # An indented `def name(` (a nested function) and a `return value, name` naming it: the text of

@@ -148,6 +148,44 @@ def test_closure_variants_describe_configuration_not_tensors():
     assert closure_variant(lambda y: y) == ()
 
 
+def _wrapper(vjp_fwd, vjp_bwd):
+    """The shape of `tfp.math`'s custom_gradient decorator: one generic forward for every function."""
+    closure = {}
+
+    def f_wrapped(*args):
+        args = [a for i, a in enumerate(args) if i not in closure]
+        val, aux = vjp_fwd(*args)
+        return val, lambda g: vjp_bwd(aux, g)
+    return f_wrapped
+
+
+def _square_fwd(x):
+    return x * x, x
+
+
+def _exp_fwd(x):
+    return x, x
+
+
+def test_functions_one_wrapper_makes_get_one_entry_each_under_their_own_names():
+    from cglint.trace.instrument import Tracer
+
+    tracer = Tracer()
+    square, exp = _wrapper(_square_fwd, abs), _wrapper(_exp_fwd, abs)
+    a, b = tracer._record(square), tracer._record(exp)
+    assert (a.key["qualname"], a.key["firstlineno"]) == ("_square_fwd", _square_fwd.__code__.co_firstlineno)
+    assert b.key["qualname"] == "_exp_fwd" and tracer._record(_wrapper(_square_fwd, abs)) is a
+    # A forward with its own parameters is its own function, whatever it closes over; so is a
+    # wrapper around a library function (the wrapper is the user's code then).
+    def make(fn):
+        def forward(x):
+            return fn(x), None
+        return forward
+
+    assert tracer._record(make(_square_fwd)).key["qualname"].endswith("make.<locals>.forward")
+    assert tracer._record(_wrapper(json.dumps, abs)).key["qualname"] == "_wrapper.<locals>.f_wrapped"
+
+
 ORDER = """import tensorflow as tf
 
 w = tf.Variable(1.0)
@@ -194,3 +232,15 @@ def test_symptoms_per_rule():
     assert [shows("CG016", v) for v in (value, raised, graph, dtype)] == [False, False, False, True]
     assert shows("CG006", value) is False
     assert all(shows(code, {"verdict": "match", "detail": "matches autodiff to 0"}) for code in ("CG005", "CG006"))
+
+
+def test_an_autograph_copy_is_one_entry_with_the_full_name():
+    key = {"path": "/p/quantizers.py", "firstlineno": 690}
+    full, copy = {**key, "qualname": "DoReFa.call.<locals>.op"}, {**key, "qualname": "call.<locals>.op"}
+    other = {**key, "firstlineno": 12, "qualname": "op"}
+    check = {"event": "check", "how": "eager", "signature": "(float32[3])",
+             "report": {"verdict": "intentional", "detail": "straight-through estimator"}}
+    fns = report.group([{**check, "function": copy, "context": "t.py::a"}, {**check, "function": other},
+                        {**check, "function": full, "context": "t.py::b"}])
+    assert [(f.qualname, f.firstlineno, len(f.checks), f.contexts) for f in fns] == [
+        ("DoReFa.call.<locals>.op", 690, 2, ["t.py::b", "t.py::a"]), ("op", 12, 1, [])]

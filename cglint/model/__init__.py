@@ -15,6 +15,8 @@ Modules, in the order they build on one another:
 - `variables`: variables and Keras weights, and which a forward reads;
 - `sites`: custom-gradient functions, their grad fns and returns;
 - `flow`: structures, counts, plain Python values, "no gradient";
+- `boundaries`: what a callable expression is across the boundaries real code crosses (class
+  hierarchies, user decorators, tables and config objects, factories, other project modules);
 - `index`: module-wide indexes (who calls which site);
 - `module`: `ModuleModel`, which puts them together.
 """

@@ -110,7 +110,7 @@ def input_dtype_evidence(model: ModuleModel, site: GradientSite, index: int) -> 
     sites (an argument with a fixed dtype) or a mixed-precision policy for a Keras layer's
     method. None when the module does not say."""
     for call, scope in model.all_calls:
-        if model.site_called_by(call, scope) is not site:
+        if model.site_called_by(call, scope, imported=False) is not site:
             continue
         arg = argument(call, index)
         hit = fixed_dtype(model, arg, scope) if arg is not None else None

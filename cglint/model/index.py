@@ -126,10 +126,13 @@ class ModuleIndex:
                         index.setdefault(("self." + name, id(site.outer)), (pos, site))
         return index
 
-    def site_called_by(self, call: cst.Call, scope: Scope) -> GradientSite | None:
+    def site_called_by(self, call: cst.Call, scope: Scope, imported: bool = True) -> GradientSite | None:
         """The custom-gradient function `call` (made in `scope`) calls, if any (the first of
-        `sites_by_call_name` under the callee's name that `is_reached_by` the call)."""
+        `sites_by_call_name` under the callee's name that `is_reached_by` the call), or with
+        `imported`, the one a project module defines under the imported name it calls."""
         func, index = call.func, self._sites_by_callee
+        if isinstance(func, cst.Name) and self._is_imported_name(func, scope):
+            return self.imported_site(func.value) if imported else None
         if isinstance(func, cst.Name):
             found = scope.lookup(func.value)
             hits = [index[k] for k in ((func.value, id(v)) for v in found[1]) if k in index] if found else []
@@ -153,7 +156,7 @@ class ModuleIndex:
     def _calls_by_site(self) -> dict[int, list[tuple[cst.Call, Scope]]]:
         index: dict[int, list[tuple[cst.Call, Scope]]] = {}
         for call, scope in self.all_calls:
-            site = self.site_called_by(call, scope)
+            site = self.site_called_by(call, scope, imported=False)
             if site is not None:
                 index.setdefault(id(site), []).append((call, scope))
         return index

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from cglint.model.boundaries import BoundaryQueries
 from cglint.model.flow import FlowQueries
 from cglint.model.index import ModuleIndex
 from cglint.model.scopes import Binding, Scope, _Collector, _ReadsIn, reach_imports
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from cglint.model.sites import GradientSite
 
 
-class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
+class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, ModuleIndex):
     """Everything the rules may ask about one module."""
 
     def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = (), *, project: Project | None = None,
@@ -34,6 +35,9 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         # read, with their content hashes (`dependencies`): see cglint.model.project.
         self.project, self.path = project, path
         self.dependencies: dict[str, str] = {}
+        self.linted = sites  # the module linted (else a project module read for its bindings)
+        if project is not None and sites:
+            project.epoch += 1  # a new lint: what project modules remembered may be stale (`memo`)
         collector = _Collector(self)
         collector.walk(module)
         self.imports: dict[str, str] = reach_imports(collector.imports, tensorflow_aliases, collector.root)
@@ -81,6 +85,9 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         return hit[1]
 
     def _qualname(self, expr: cst.BaseExpression | None) -> str | None:
+        owner = self._owner_of(expr) if expr is not None else None
+        if owner is not None:  # read in a function of another module (`BoundaryQueries.adopt`)
+            return owner.qualname(expr)
         parts: list[str] = []
         while isinstance(expr, cst.Attribute):
             parts.append(expr.attr.value)
@@ -94,6 +101,9 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         """What an expression may hold: names are followed through assignments (all of them,
         since control flow is not modelled); anything else stands for itself."""
         if isinstance(expr, cst.Name) and depth < 8:
+            owner = self._owner_of(expr)
+            if owner is not None:
+                return owner.resolve(expr, scope, depth)
             found = scope.lookup(expr.value)
             if found is None:
                 return [expr]
@@ -115,6 +125,9 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         imported (`from .derivatives import dtan`), in another module of the project."""
         if not isinstance(expr, cst.Name):
             return None
+        owner = self._owner_of(expr)
+        if owner is not None:
+            return owner.helper(expr, scope)
         if scope.lookup(expr.value) is None and expr.value in self.project_imports:
             found = [(owner, v) for owner, v in self.imported(expr.value)
                      if isinstance(v, cst.FunctionDef) and v in owner.scope_of]
@@ -134,10 +147,38 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, ModuleIndex):
         spec = self.project_imports.get(name)
         if self.project is None or self.path is None or spec is None or spec[2] is None:
             return []
-        memo = self.__dict__.setdefault("_imported", {})
+        memo = self.memo("_imported")
         if name not in memo:
             memo[name] = self.project.symbol(self.path, spec, self.dependencies)
+            touched = self.__dict__.setdefault("_touched", {})
+            for model, _ in memo[name]:
+                touched[id(model)] = model
         return memo[name]
+
+    def memo(self, name: str) -> dict:
+        """A table of answers that depend on other modules: kept for the model's life in the
+        linted module, for one lint in a project module (kept across lints, while a module it
+        imports may have changed on disk)."""
+        epoch = self.project.epoch if self.project is not None and not self.linted else None
+        held = self.__dict__.get(name)
+        if held is None or held[0] != epoch:
+            held = self.__dict__[name] = (epoch, {})
+        return held[1]
+
+    def all_dependencies(self) -> dict[str, str]:
+        """The project files this module's answers depend on, with their content hashes: those
+        it imports from and, through them, those the modules it followed import from (a grad fn
+        reached through a table in one module whose entry another defines)."""
+        out = dict(self.dependencies)
+        todo, seen = list(self.__dict__.get("_touched", {}).values()), {id(self)}
+        while todo:
+            model = todo.pop()
+            if id(model) in seen:
+                continue
+            seen.add(id(model))
+            out.update(model.dependencies)
+            todo += model.__dict__.get("_touched", {}).values()
+        return out
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The node's parent in the module. Fixers need it (which statement holds this

@@ -43,6 +43,7 @@ class Project:
         self.aliases = aliases
         self._models: OrderedDict[tuple[str, str], ModuleModel | None] = OrderedDict()
         self._lock = threading.Lock()  # the language server lints on more than one thread
+        self.epoch = 0  # lints begun: answers project modules remember hold for one (`ModuleModel.memo`)
 
     # -- files ---------------------------------------------------------------------------
 

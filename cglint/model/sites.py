@@ -69,6 +69,9 @@ class GradFn:
     required_upstream: int = 0
     # The parameter TensorFlow's `variables=` lands in: `variables`, the **kwargs name, or None.
     variables_param: str | None = None
+    # Defined in another module: the expression of the site's module that reaches it, where
+    # findings about it point (`make_grad(x)`, `self.backward`); None when defined here.
+    at: cst.CSTNode | None = None
 
     @property
     def anchor(self) -> cst.CSTNode:
@@ -138,6 +141,19 @@ class GradientSite:
             for call in scope.calls:
                 yield call, scope
 
+    def outside_grad_fn_scopes(self, fresh: bool = False) -> list[Scope]:
+        """The scopes of grad fns defined outside the forward (a method, a table's entry, a
+        factory's nested def, in this module or another), and of what they nest. `fresh`: only
+        those made anew each time the function that makes them runs (a factory's nested def)."""
+        out: list[Scope] = []
+        for g in self.grad_fns:
+            parent = g.scope.parent
+            if g.scope.within(self.scope) or any(s is g.scope for s in out) or (
+                    fresh and (parent is None or not isinstance(parent.node, (cst.FunctionDef, cst.Lambda)))):
+                continue
+            out += g.scope.walk()
+        return out
+
     def grad_fn_scopes(self) -> set[Scope]:
         return {scope for g in self.grad_fns for scope in g.scope.walk()}
 
@@ -204,8 +220,14 @@ class SiteDiscovery:
         for fn, scope in self.decorated:
             for dec in fn.decorators:
                 if self._is_custom_gradient(dec.decorator):
-                    names = {fn.name.value}
-                    sites.append(self._site(fn, dec, scope, fn.name.value, names))
+                    sites.append(self._site(fn, dec, scope, fn.name.value, {fn.name.value}))
+                    break
+                if self.applies_custom_gradient(dec.decorator, scope):
+                    # A user decorator applying it (`@cg_op`, imported): a site only when the
+                    # def is shaped as TensorFlow then requires, `return y, grad_fn`.
+                    site = self._site(fn, dec, scope, fn.name.value, {fn.name.value})
+                    if site.grad_fns:
+                        sites.append(site)
                     break
         for call, scope in self.all_calls:
             if not self._is_custom_gradient(call.func):
@@ -215,6 +237,9 @@ class SiteDiscovery:
             name = "<lambda>"
             if isinstance(target, cst.Lambda):
                 forward = target
+                passed = self._passed_through(target)
+                if passed is not None:  # `lambda t: self._clip(t)`: the method is the forward
+                    forward, name = passed, passed.name.value
             elif isinstance(target, cst.Name):
                 name = target.value
                 for value in self.resolve(target, scope):
@@ -223,10 +248,12 @@ class SiteDiscovery:
             elif isinstance(target, cst.Attribute) and _is_self(target.value):
                 name = target.attr.value
                 cls = scope.enclosing_class()
-                if cls is not None:
-                    forward = next(
-                        (v for v in cls.bindings.get(name, []) if isinstance(v, cst.FunctionDef)), None
-                    )
+                # The method on the class or a base of this module (`tf.custom_gradient(self._fwd)`).
+                found = [c.node for c in self.method(cls, name) if c.model is self] if cls is not None else []
+                forward = found[0] if found else None
+            elif isinstance(target, cst.Call):  # a factory returning the forward, in this module
+                found = [c.node for c in self.callables(target, scope) if c.model is self]
+                forward = found[0] if len(found) == 1 else None
             if forward is None:
                 continue
             call_names = self.names_bound_to(call, scope)
@@ -234,7 +261,30 @@ class SiteDiscovery:
             if fscope is None or fscope.parent is None:
                 continue
             sites.append(self._site(forward, call, fscope.parent, name, call_names))
+        forwards = {id(s.forward) for s in sites}
+        for forward, call, cls in self.overriding_forwards():
+            if id(forward) not in forwards:
+                site = self._site(forward, call, cls, forward.name.value, set())
+                if site.grad_fns:  # shaped as TensorFlow requires: `return y, grad_fn`
+                    sites.append(site)
         return sites
+
+    def _passed_through(self, fn: cst.Lambda) -> cst.FunctionDef | None:
+        """The def of this module a lambda hands its parameters to unchanged, in order
+        (`lambda t: self._clip(t)`, `lambda *a: op(*a)`): TensorFlow's inputs and the `(y, grad)`
+        it returns are that def's. None for anything else (an extra or reordered argument)."""
+        body, params = fn.body, fn.params
+        if not isinstance(body, cst.Call) or params.kwonly_params or params.star_kwarg not in (None, cst.MaybeSentinel.DEFAULT):
+            return None
+        names = [p.name.value for p in params.params]
+        star = params.star_arg.name.value if isinstance(params.star_arg, cst.Param) else None
+        expected = [(n, "") for n in names] + ([(star, "*")] if star else [])
+        got = [(a.value.value, a.star) if isinstance(a.value, cst.Name) and a.keyword is None else None
+               for a in body.args]
+        if got != expected or fn not in self.scope_of:
+            return None
+        found = [c.node for c in self.callables(body.func, self.scope_of[fn]) if c.model is self]
+        return found[0] if len(found) == 1 and isinstance(found[0], cst.FunctionDef) else None
 
     def _site(
         self, forward: FunctionNode, wrapper: cst.CSTNode, outer: Scope, name: str, call_names: set[str]
@@ -275,29 +325,19 @@ class SiteDiscovery:
         return site
 
     def _grad_fn(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> GradFn | None:
-        node: FunctionNode | None = None
-        name = "<lambda>"
-        bound_positional, bound_keywords = 0, set()
-        for value in self.resolve(expr, scope):
-            if isinstance(value, (cst.FunctionDef, cst.Lambda)):
-                node = value
-                if isinstance(value, cst.FunctionDef):
-                    name = value.name.value
-                elif isinstance(expr, cst.Name):
-                    name = expr.value
-            elif isinstance(value, cst.Call) and self.qualname(value.func) == "functools.partial" and depth < 2:
-                # `functools.partial(_grad, x=x)`: TensorFlow calls what is left of `_grad`.
-                inner = self._grad_fn(value.args[0].value, scope, depth + 1) if value.args else None
-                rest = value.args[1:]
-                if inner is None or any(a.star for a in rest):
-                    return None
-                node = inner.node
-                name = inner.name
-                bound_positional = sum(1 for a in rest if a.keyword is None)
-                bound_keywords = {a.keyword.value for a in rest if a.keyword is not None}
-        if node is None or node not in self.scope_of:
+        # The function TensorFlow calls: a def or lambda here, or reached across a boundary
+        # (`functools.partial(_grad, x=x)`, `self._grad` on a base class, `GRADS["gelu"]`,
+        # `make_grad(x)`, `cfg.grad_fn`, in this module or another: `BoundaryQueries`).
+        callees = self.callables(expr, scope)
+        if not callees:
             return None
-        gscope = self.scope_of[node]
+        callee = callees[-1]
+        node, model = callee.node, callee.model
+        bound_positional, bound_keywords = callee.bound, callee.keywords
+        name = node.name.value if isinstance(node, cst.FunctionDef) else expr.value if isinstance(expr, cst.Name) \
+            else "<lambda>"
+        self.adopt(callee, expr)
+        gscope = callee.scope
         params = node.params
         positional = _positional_params(params)[bound_positional:]
         # TensorFlow passes `variables` by keyword, so it is never an upstream gradient.
@@ -323,6 +363,7 @@ class SiteDiscovery:
             returns=returns,
             required_upstream=sum(1 for p in upstream if p.default is None),
             variables_param="variables" if "variables" in named else kwargs,
+            at=expr if model is not self else None,
         )
 
     def site_for_function(self, node: cst.CSTNode) -> GradientSite | None:

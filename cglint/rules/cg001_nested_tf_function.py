@@ -184,34 +184,54 @@ def op(x):
             decorators = list(site.forward.decorators)
             below = decorators[decorators.index(site.wrapper) + 1 :] if site.wrapper in decorators else []
             for dec in below:
-                if model.qualname(_callee(dec.decorator)) in TF_FUNCTION:
+                what = _tf_function(model, dec, site.outer)
+                if what is not None:
                     yield Finding(
                         dec,
-                        f"`@tf.function` under `@tf.custom_gradient` on `{site.name}` fails: TensorFlow "
+                        f"{what} under `@tf.custom_gradient` on `{site.name}` fails: TensorFlow "
                         "traces the forward, which returns `(y, grad_fn)`, and raises TypeError; "
-                        "put `@tf.function` above `@tf.custom_gradient`",
-                        fix=_move_above(site.wrapper, dec) if dec is below[0] else None,
+                        f"put {what} above `@tf.custom_gradient`",
+                        fix=_move_above(site.wrapper, dec) if dec is below[0] and what == _TF_FUNCTION else None,
                     )
         decorator_calls = set()
-        for scope in site.scopes():
+        # A grad fn a factory makes on each call of the forward is new every time, as a nested one is.
+        fresh = site.outside_grad_fn_scopes(fresh=True)
+        for scope in [*site.scopes(), *fresh]:
             node = scope.node
             if scope is site.scope or not isinstance(node, cst.FunctionDef):
                 continue
             for dec in node.decorators:
                 decorator_calls.add(id(dec.decorator))
-                if model.qualname(_callee(dec.decorator)) in TF_FUNCTION:
-                    yield Finding(dec, self._message(site, f"`@tf.function` on `{node.name.value}`"),
-                                  fix=_remove_decorator(dec, node.name.value))
-        for call, _ in site.calls():
+                what = _tf_function(model, dec, scope.parent)
+                if what is not None:
+                    yield Finding(dec, self._message(site, f"{what} on `{node.name.value}`", scope in fresh),
+                                  fix=_remove_decorator(dec, node.name.value) if what == _TF_FUNCTION else None)
+        for call, scope in [*site.calls(), *((c, s) for s in fresh for c in s.calls)]:
             if id(call) not in decorator_calls and model.qualname(call.func) in TF_FUNCTION:
-                yield Finding(call, self._message(site, "`tf.function(...)`"), fix=_unwrap(model, call))
+                yield Finding(call, self._message(site, "`tf.function(...)`", scope in fresh), fix=_unwrap(model, call))
 
     @staticmethod
-    def _message(site: GradientSite, what: str) -> str:
+    def _message(site: GradientSite, what: str, factory: bool = False) -> str:
+        where = (f"in the grad fn a factory makes on each call of the custom-gradient forward `{site.name}`"
+                 if factory else f"inside the custom-gradient forward `{site.name}`")
         return (
-            f"{what} inside the custom-gradient forward `{site.name}` builds a new function on "
+            f"{what} {where} builds a new function on "
             "every call: TensorFlow retraces it every time; define it outside the forward or drop it"
         )
+
+
+_TF_FUNCTION = "`@tf.function`"
+
+
+def _tf_function(model, dec: cst.Decorator, scope) -> str | None:
+    """How to name a decorator that compiles with tf.function: `@tf.function` (with options or
+    not), or a user decorator (here or imported) applying it; None for any other. Only
+    `@tf.function` itself gets fixes: removing a user decorator drops whatever else it does."""
+    if model.qualname(_callee(dec.decorator)) in TF_FUNCTION:
+        return _TF_FUNCTION
+    if model.applies_tf_function(dec.decorator, scope):
+        return f"`@{model.module.code_for_node(_callee(dec.decorator)).strip()}` (it applies `tf.function`)"
+    return None
 
 
 def _callee(expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -244,9 +244,10 @@ def tiled(x, reps: Tuple[int, int]):
         model = site.model
         if self._runs_eagerly(site):
             return
-        inside = set(site.scopes())
+        outside = site.outside_grad_fn_scopes()  # a grad fn made by a factory, a method, a table's entry
+        inside = set(site.scopes()) | set(outside)
         eager = self._eager_helpers(site)
-        for call, scope in site.calls():
+        for call, scope in [*site.calls(), *((c, s) for s in outside for c in s.calls)]:
             if self._within(scope, eager):
                 continue
             func = call.func

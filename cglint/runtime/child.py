@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+from .lookup import lookup
 from .report import GradientReport
 
 
@@ -165,32 +166,6 @@ def _load_shadowed_stdlib(root: Path) -> None:
                 pass
 
 
-def lookup(module, qualname: str):
-    """Returns (callable, None) or (None, reason it cannot be reached by import)."""
-    if "<locals>" in qualname:
-        return None, "not reachable by import: defined inside a function"
-    parts = qualname.split(".")
-    obj = module
-    for i, part in enumerate(parts):
-        if inspect.isclass(obj):
-            raw = inspect.getattr_static(obj, part, None)
-            if raw is None:
-                return None, f"not reachable by import: {qualname} not found"
-            if isinstance(raw, (staticmethod, classmethod)) or inspect.isclass(raw):
-                obj = getattr(obj, part)
-                continue
-            if i == len(parts) - 1:
-                return None, f"needs an instance of {'.'.join(parts[:i])} (a method)"
-            obj = getattr(obj, part)
-            continue
-        if not hasattr(obj, part):
-            return None, f"not reachable by import: {qualname} not found in the module"
-        obj = getattr(obj, part)
-    if not callable(obj):
-        return None, f"not reachable by import: {qualname} is not callable"
-    return obj, None
-
-
 def _params(fn) -> list[str]:
     from .check import resolve
 
@@ -207,6 +182,10 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
     from .spec import SpecError, build_inputs, candidate_specs, parse_spec
 
     name = request["function"]
+    if request.get("registered") or request.get("defun"):
+        from .registered import check_defun, check_registered
+
+        return (check_registered if request.get("registered") else check_defun)(module, request, seed)
     if request.get("reach"):
         return check_by_building(module, source, request, seed)
     fn, why = lookup(module, name)

@@ -35,7 +35,7 @@ _VALUED = {"tensorflow.Variable", "tensorflow.constant", "tensorflow.convert_to_
 class Planned:
     """One function to check: the dict the runner takes, plus what to attach results to."""
 
-    site: GradientSite
+    site: GradientSite | None  # None for a `tf.RegisterGradient` function
     line: int
     request: dict  # for cglint.runtime.runner.run_module_checks
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -45,12 +45,15 @@ class Planned:
 
 def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
     model: ModuleModel | None = result.model
-    if model is None or not model.sites:
+    if model is None:
+        return []
+    registered = _registered_gradients(model, result, everything)
+    if not model.sites and not registered:
         return []
     positions = model.positions
     lines = result.source.splitlines()
     shapes = _module_shapes(model)
-    planned = []
+    planned = registered
     for site in model.sites:
         span = positions[site.forward]
         start, end = span.start.line, span.end.line
@@ -84,6 +87,56 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             request["reach"] = owner  # the child builds the class and calls the method
             skip = None
         planned.append(Planned(site, start, request, mine, skip, end))
+    return planned
+
+
+def _registered_gradients(model: ModuleModel, result: FileResult, everything: bool) -> list[Planned]:
+    """`@tf.RegisterGradient("Name")` functions defined at module level, with the op types the
+    module's `gradient_override_map({"Relu": "Name"})` calls send to them (string literals), and
+    `@function.Defun(..., python_grad_func=g)` functions: the child differentiates each op in a
+    graph, where TensorFlow uses that gradient, and checks it (`registered.py`)."""
+    overrides: dict[str, list[str]] = {}
+    for call, _ in model.all_calls:
+        if (isinstance(call.func, cst.Attribute) and call.func.attr.value == "gradient_override_map"
+                and call.args and isinstance(call.args[0].value, cst.Dict)):
+            for el in call.args[0].value.elements:
+                if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) \
+                        and isinstance(el.value, cst.SimpleString):
+                    ops = overrides.setdefault(el.value.evaluated_value, [])
+                    if el.key.evaluated_value not in ops:
+                        ops.append(el.key.evaluated_value)
+    lines = result.source.splitlines()
+    planned = []
+    for fn, scope in model.decorated:
+        for dec in fn.decorators:
+            call = dec.decorator
+            qual = model.qualname(call.func) if isinstance(call, cst.Call) else None
+            if not (qual or "").startswith("tensorflow."):
+                continue
+            if qual.endswith(".Defun") and any(a.keyword and a.keyword.value in ("python_grad_func", "grad_func")
+                                               for a in call.args):
+                # `function.Defun(tf.float32, python_grad_func=g)`: the Defun's own gradient
+                name, how = fn.name.value, {"defun": True}
+            elif qual.endswith(".RegisterGradient") and call.args and isinstance(call.args[0].value, cst.SimpleString):
+                name = call.args[0].value.evaluated_value
+                how = {"registered": {"name": name, "ops": overrides.get(name, [])}}
+            else:
+                continue
+            span = model.positions[fn]
+            start, end = model.positions[fn.decorators[0]].start.line, span.end.line
+            mine = [d for d in result.diagnostics if start <= _module_line(result, d) <= end]
+            if not mine and not everything:
+                continue
+            request: dict = {"function": fn.name.value, "line": start, "shapes": _module_shapes(model), **how}
+            comments = _comments_above(lines, start) + lines[start:model.positions[fn.name].start.line]
+            example = next((m.group("spec") for c in comments if (m := _EXAMPLE.search(c))), None)
+            if example:
+                request["inputs"] = example
+            if any(_INTENTIONAL.search(c) for c in comments):
+                request["intentional"] = True
+            skip = None if scope is model.root else \
+                "defined inside a function: not reachable by import"
+            planned.append(Planned(None, start, request, mine, skip, end))
     return planned
 
 

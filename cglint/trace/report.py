@@ -57,7 +57,27 @@ def group(events: list[dict]) -> list[Function]:
         ctx = e.get("context")
         if ctx and ctx not in fn.contexts:
             fn.contexts.append(ctx)
-    return list(by_key.values())
+    return _merge_autograph_copies(list(by_key.values()))
+
+
+def _merge_autograph_copies(functions: list[Function]) -> list[Function]:
+    """An autograph-converted copy maps back to the user's line under the qualname autograph's
+    factory leaves (`call.<locals>.op` for `Layer.call.<locals>.op`): one function with the
+    entry of the full name."""
+    order = {id(f): i for i, f in enumerate(functions)}  # first seen, a merged one by its first copy
+    out: list[Function] = []
+    for fn in sorted(functions, key=lambda f: -len(f.qualname)):
+        same = next((o for o in out if os.path.realpath(o.path) == os.path.realpath(fn.path)
+                     and o.firstlineno == fn.firstlineno and o.qualname.endswith("." + fn.qualname)), None)
+        if same is None:
+            out.append(fn)
+            continue
+        order[id(same)] = min(order[id(same)], order[id(fn)])
+        same.checks += fn.checks
+        same.symbolic += fn.symbolic
+        same.raised += fn.raised
+        same.contexts += [c for c in fn.contexts if c not in same.contexts]
+    return sorted(out, key=lambda f: order[id(f)])
 
 
 def how_checked(check: dict, others: list[dict] = ()) -> str:

@@ -40,3 +40,21 @@ def test_variable_created_in_forward_is_an_error_under_tf_function():
 def test_graph_safe_function_still_matches_and_graph_check_can_be_turned_off():
     assert check_gradient(graph_safe, X).verdict == "match"
     assert check_gradient(numpy_in_grad, X, graph=False).verdict == "match"
+
+
+@tf.custom_gradient
+def clip_and_count(x):
+    count = tf.reduce_sum(tf.cast(tf.abs(x) > 0.25, tf.int32))
+    above = tf.abs(x) > 0.25
+
+    def grad(dy, dcount, dabove):
+        # TF 2.21 passes the integer and bool outputs' upstreams as tensors in both modes (older
+        # tf.function passed None, jax#6975): using them must not turn into a graph-only error.
+        return dy * 2.0 + tf.cast(dcount, x.dtype) * 0.0 + tf.cast(dabove, x.dtype) * 0.0
+
+    return (x * 2.0, count, above), grad
+
+
+def test_integer_and_bool_outputs_upstreams_are_tensors_under_tf_function_too():
+    report = check_gradient(clip_and_count, X)
+    assert (report.verdict, report.modes) == ("match", {"eager": "match", "tf.function": "match"}), report

@@ -412,3 +412,37 @@ def test_trace_checks_second_derivatives_when_asked(tmp_path):
     (entry,) = json.loads(out.read_text())["runtime"]
     assert proc.returncode == 1 and entry["verdict"] == "mismatch", entry
     assert entry["detail"].startswith("second derivative: d/x off by"), entry["detail"]
+
+
+def test_a_check_frees_what_it_built_without_walking_the_whole_heap():
+    import gc
+    import weakref
+
+    from cglint.trace.instrument import _collect_what_it_builds
+
+    class Node:
+        pass
+
+    old = Node()
+    old.self = old  # a cycle from before the check: not the check's to collect
+    old_ref = weakref.ref(old)
+    gc.disable()
+    try:
+        del old
+        with _collect_what_it_builds():
+            made = Node()
+            made.self = made  # a tape-like cycle the check leaves behind
+            made_ref = weakref.ref(made)
+            del made
+        assert made_ref() is None and old_ref() is not None
+        assert gc.get_freeze_count() == 0  # the program's objects are unfrozen again
+        gc.freeze()  # a program that froze its own objects keeps them frozen
+        frozen = gc.get_freeze_count()
+        with _collect_what_it_builds():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+        gc.enable()
+        gc.collect()
+    assert old_ref() is None
