@@ -315,7 +315,8 @@ def derivative_at_output(model: ModuleModel, site) -> cst.BaseExpression | None:
         return None
     grad = site.grad_fns[0]
     out = site.outputs[0]
-    if not isinstance(out, cst.Name) or not grad.reads(out.value) or len(grad.upstream_params) != 1:
+    if (not isinstance(out, cst.Name) or grad.at is not None or not grad.reads(out.value)
+            or len(grad.upstream_params) != 1):
         return None
     returns = [r.value for r in grad.returns if r.value is not None]
     if len(returns) != 1 or isinstance(returns[0], (cst.Tuple, cst.List)):
