@@ -257,6 +257,8 @@ def main() -> int:
             for site in model.sites:
                 sites += 1
                 for kind, mutated in mutants(module, model, site):
+                    if mutated == source:
+                        continue  # the mutation changed nothing (`x.shape` is left alone): not a bug
                     row = rows[kind]
                     if args.limit and row["mutants"] >= args.limit:
                         continue

@@ -32,7 +32,7 @@ _OP_NAMESPACES = (
     "tensorflow.",
 )
 # Spellings of the same op under another name.
-_OP_ALIASES = {"exponential": "exp", "math.log1p": "log1p"}
+_OP_ALIASES = {"exponential": "exp", "math.log1p": "log1p", "raw_ops.BroadcastGradientArgs": "broadcast_gradient_args"}
 
 
 def tf_op_name(qualname: str | None) -> str | None:

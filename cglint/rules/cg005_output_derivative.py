@@ -9,6 +9,7 @@ import libcst as cst
 from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite, ModuleModel, Param, Scope, argument, tf_op_name
 from cglint.model.evaluate import derivative_at_output
+from cglint.model.vjp import output_read_for_input
 from cglint.rules._fixes import fresh_name, insert_before, parenthesized, single_binding, sole_statement_line
 from cglint.rules.base import Invalid, Rule
 
@@ -56,6 +57,16 @@ class OutputDerivative(Rule):
     Formulas written in terms of the output that are right are not flagged:
     `y * (1 - y)` for sigmoid, `1 - y**2` for tanh, `1 + y**2` for tan, `y` for exp.
 
+    Whatever the spelling, the maths is also evaluated where cglint can compute it (its own
+    NumPy versions of TensorFlow / Keras ops on small sample arrays: several inputs, a layer's
+    weights and module variables, matmuls, reductions, `tf.where`, broadcasting; never your
+    code): each returned gradient is compared with the forward's vector-Jacobian product
+    (central differences), and a read of the output is flagged when the gradients as written
+    differ from it at most sample points and reading the input (or the output's operand, `z`
+    in `y = tf.tanh(z)`) there makes every gradient match. Anything it cannot evaluate (an
+    op it has no NumPy version of, a helper with more than one return, a name bound under
+    conditions) claims nothing.
+
     ## Why is this bad?
     d/dz tan(z) is 1/cos²(z); 1/cos²(tan(z)) is a different function. TensorFlow runs it
     without complaint and trains on the wrong gradient: on the seed's `tan(x @ w + b)` the
@@ -78,6 +89,11 @@ class OutputDerivative(Rule):
     helper's body is one `return op(...)`, its parameters are plain, the call's arguments are
     names or constants, and every other name in the expression means the same thing at the
     call.
+
+    A finding from the evaluated maths (several inputs, variables, arrays) offers to read the
+    input, or the output's operand, where the grad fn reads the output. It is unsafe: that the
+    gradients then match the forward's vector-Jacobian product is shown at a few sample points
+    of cglint's choosing, not proven.
     """
 
     code = "CG005"
@@ -329,6 +345,124 @@ def softsign(x):
     return y, grad
 ''',
             at="9:16"),
+        # Judged against the forward's vector-Jacobian product on sample arrays (a layer's
+        # weights, matmuls, reductions): in TensorFlow 2.21 the kernel's gradient `y.T @ dz` was
+        # off by 3.95 (autodiff's largest entry 2.04) with 4 input features, and failed with
+        # "Incompatible shapes" with 3; `x.T @ dz`, the fix, matches autodiff with 3 and 4.
+        Invalid(
+            '''
+import keras
+import tensorflow as tf
+
+
+class TanhDense(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 4))
+        self.bias = self.add_weight(shape=(4,), initializer="zeros")
+
+    def call(self, inputs):
+        @tf.custom_gradient
+        def dense(x):
+            y = tf.tanh(x @ self.kernel + self.bias)
+
+            def grad(dy, variables=None):
+                dz = dy * (1 - y * y)
+                by_var = {self.kernel.value.ref(): tf.transpose(y) @ dz,
+                          self.bias.value.ref(): tf.reduce_sum(dz, axis=0)}
+                return dz @ tf.transpose(self.kernel), [by_var[v.ref()] for v in variables]
+
+            return y, grad
+
+        return dense(inputs)
+''',
+            at="18:65",
+            fixed='''
+import keras
+import tensorflow as tf
+
+
+class TanhDense(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 4))
+        self.bias = self.add_weight(shape=(4,), initializer="zeros")
+
+    def call(self, inputs):
+        @tf.custom_gradient
+        def dense(x):
+            y = tf.tanh(x @ self.kernel + self.bias)
+
+            def grad(dy, variables=None):
+                dz = dy * (1 - y * y)
+                by_var = {self.kernel.value.ref(): tf.transpose(x) @ dz,
+                          self.bias.value.ref(): tf.reduce_sum(dz, axis=0)}
+                return dz @ tf.transpose(self.kernel), [by_var[v.ref()] for v in variables]
+
+            return y, grad
+
+        return dense(inputs)
+'''),
+        # Two inputs: the gate's gradient uses s(1 - s) written at the output `y = x * s`; in
+        # TensorFlow 2.21 it was off by 0.48 where autodiff's largest entry is 0.30.
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def gated(x, gate):
+    s = tf.sigmoid(gate)
+    y = x * s
+
+    def grad(dy):
+        return dy * s, dy * x * y * (1 - y)
+
+    return y, grad
+''',
+            at="11:33",
+            fixed='''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def gated(x, gate):
+    s = tf.sigmoid(gate)
+    y = x * s
+
+    def grad(dy):
+        return dy * s, dy * x * s * (1 - s)
+
+    return y, grad
+'''),
+        # A reduction with keepdims: exp of the sum where the derivative needs exp(x); off by 17.3
+        # in TensorFlow 2.21 (autodiff's largest entry 17.9).
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def weighted_sum_exp(x, w):
+    y = tf.reduce_sum(w * tf.exp(x), axis=-1, keepdims=True)
+
+    def grad(dy):
+        return dy * w * tf.exp(y), dy * tf.exp(x)
+
+    return y, grad
+''',
+            at="10:32",
+            fixed='''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def weighted_sum_exp(x, w):
+    y = tf.reduce_sum(w * tf.exp(x), axis=-1, keepdims=True)
+
+    def grad(dy):
+        return dy * w * tf.exp(x), dy * tf.exp(x)
+
+    return y, grad
+'''),
     ]
     VALID = [
         '''
@@ -403,6 +537,22 @@ def swish(x):
     return y, grad
 ''',
     
+        # A masked gate reading its mask and the sigmoid it kept: matches autodiff.
+        '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def masked_gate(x, gate, mask):
+    s = tf.sigmoid(gate)
+    y = tf.where(mask, x * s, 0.0)
+
+    def grad(dy):
+        dy = tf.where(mask, dy, 0.0)
+        return dy * s, dy * x * s * (1 - s), None
+
+    return y, grad
+''',
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -431,6 +581,19 @@ def swish(x):
                 yield Finding(wrong, f"`{site.grad_fns[0].name}` returns the derivative of `{site.name}` evaluated at "
                                      f"its output `{out}` (f'(f(x)), by the values of both at sample points), not at "
                                      f"its input; the derivative needs the input `{site.inputs[0]}`")
+                return
+            # Several inputs, variables, arrays: every returned gradient against the forward's
+            # vector-Jacobian product, as written and with the output read swapped.
+            hit = output_read_for_input(model, site)
+            if hit is not None:
+                more = len(hit.reads) - 1
+                also = f" (and {more} more read{'s' if more > 1 else ''} of it)" if more else ""
+                yield Finding(hit.reads[0], f"`{site.grad_fns[0].name}` reads the forward's output `{hit.output}` here{also} "
+                                            f"where the derivative needs `{hit.instead}`: the gradient for `{hit.wrong}` "
+                                            f"differs from `{site.name}`'s vector-Jacobian product at sample points, and "
+                                            f"reading `{hit.instead}` here makes every gradient match it",
+                              fix=Fix([(r, cst.Name(hit.instead)) for r in hit.reads], safe=False,
+                                      description=f"Read `{hit.instead}` where the derivative reads `{hit.output}`"))
 
 
 def _message(model: ModuleModel, node: cst.CSTNode, derivative: str, op: str, name: str) -> str:

@@ -1,0 +1,170 @@
+"""The project's own NumPy versions of TensorFlow / Keras ops, for evaluating a forward's and a
+grad fn's maths on small sample arrays (`cglint.model.evaluate`). Never TensorFlow, never the
+user's code. Each op takes TensorFlow's (or Keras's) parameter names, so keyword calls bind as
+they do there; a call these do not accept raises TypeError, which the evaluator reads as Unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+
+def _f(a):
+    """A float64 array (bools and Python numbers too): every evaluation is in float64."""
+    return np.asarray(a, dtype=np.float64)
+
+
+def _unary(fn: Callable) -> Callable:
+    def op(x, name=None):
+        return fn(_f(x))
+    return op
+
+
+def _binary(fn: Callable) -> Callable:
+    def op(x, y, name=None):
+        return fn(_f(x), _f(y))
+    return op
+
+
+def _axis(axis):
+    return tuple(int(a) for a in axis) if isinstance(axis, (list, tuple, np.ndarray)) else (
+        None if axis is None else int(axis))
+
+
+def _reduce(fn: Callable) -> Callable:
+    def op(input_tensor=None, axis=None, keepdims=False, name=None, x=None):
+        return fn(_f(input_tensor if x is None else x), axis=_axis(axis), keepdims=bool(keepdims))
+    return op
+
+
+def _condition(c):
+    # A condition TensorFlow would only take as bool: an input of unknown dtype read as one is
+    # sampled by sign (its samples are never near 0).
+    c = np.asarray(c)
+    return c if c.dtype == bool else c > 0
+
+
+def _where(condition, x=None, y=None, name=None, x1=None, x2=None):
+    x, y = (x1, x2) if x is None and x1 is not None else (x, y)
+    if x is None or y is None:
+        raise TypeError("where with one argument")
+    return np.where(_condition(condition), _f(x), _f(y))
+
+
+def _matmul(a=None, b=None, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False, name=None,
+            x1=None, x2=None):
+    a, b = _f(a if x1 is None else x1), _f(b if x2 is None else x2)
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError("matmul of a vector")
+    a = np.swapaxes(a, -1, -2) if transpose_a or adjoint_a else a
+    b = np.swapaxes(b, -1, -2) if transpose_b or adjoint_b else b
+    return a @ b
+
+
+def _transpose(a=None, perm=None, conjugate=False, name=None, x=None, axes=None):
+    a = _f(a if x is None else x)
+    perm = perm if perm is not None else axes
+    return np.transpose(a, None if perm is None else _axis(perm))
+
+
+def _reshape(tensor=None, shape=None, name=None, x=None, newshape=None):
+    shape = shape if shape is not None else newshape
+    return np.reshape(_f(tensor if x is None else x), tuple(int(s) for s in np.ravel(shape)))
+
+
+def _expand_dims(input=None, axis=None, name=None, x=None):
+    return np.expand_dims(_f(input if x is None else x), int(axis))
+
+
+def _squeeze(input=None, axis=None, name=None, x=None):
+    return np.squeeze(_f(input if x is None else x), _axis(axis))
+
+
+def _like(value: float) -> Callable:
+    def op(input=None, dtype=None, name=None, x=None, optimize=True):
+        return np.full(np.shape(input if x is None else x), value)
+    return op
+
+
+def _filled(value: float) -> Callable:
+    def op(shape, dtype=None, name=None, layout=None):
+        return np.full(tuple(int(s) for s in np.ravel(shape)), value)
+    return op
+
+
+def _clip(t=None, clip_value_min=None, clip_value_max=None, name=None, x=None, x_min=None, x_max=None):
+    lo = clip_value_min if clip_value_min is not None else x_min
+    hi = clip_value_max if clip_value_max is not None else x_max
+    return np.clip(_f(t if x is None else x), _f(lo), _f(hi))
+
+
+FLOAT_DTYPES = frozenset({"float16", "float32", "float64", "bfloat16", "half", "double"})
+
+
+def _cast(x, dtype=None, name=None):
+    if dtype in FLOAT_DTYPES:
+        return _f(x)
+    if dtype == "bool":
+        return np.asarray(x) != 0
+    raise TypeError(f"cast to {dtype}")
+
+
+def _sigmoid(x):
+    return np.exp(-np.logaddexp(0.0, -x))
+
+
+def _divide_no_nan(x, y, name=None):
+    x, y = np.broadcast_arrays(_f(x), _f(y))
+    return np.divide(x, y, out=np.zeros_like(x), where=y != 0)
+
+
+def _broadcast_gradient_args(s0=None, s1=None, name=None):
+    """The axes each of two shapes was broadcast along (`tf.raw_ops.BroadcastGradientArgs`)."""
+    s0, s1 = [int(d) for d in np.ravel(s0)], [int(d) for d in np.ravel(s1)]
+    n = max(len(s0), len(s1))
+    a, b = [1] * (n - len(s0)) + s0, [1] * (n - len(s1)) + s1
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+        raise ValueError("incompatible shapes")
+    reduce = ([i for i in range(n) if i < n - len(s0) or (a[i] == 1 and b[i] != 1)],
+              [i for i in range(n) if i < n - len(s1) or (b[i] == 1 and a[i] != 1)])
+    return tuple(np.array(r, dtype=np.int64) for r in reduce)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+# By TensorFlow's plain name (`tf_op_name`); Keras ops (`keras.ops.sum`) under theirs.
+OPS: dict[str, Callable] = {
+    **{name: _unary(fn) for name, fn in {
+        "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
+        "rsqrt": lambda a: 1.0 / np.sqrt(a), "square": np.square, "reciprocal": lambda a: 1.0 / a,
+        "sin": np.sin, "cos": np.cos, "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+        "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sigmoid": _sigmoid,
+        "softplus": lambda a: np.logaddexp(0.0, a), "softsign": lambda a: a / (1.0 + np.abs(a)),
+        "negative": np.negative, "abs": np.abs, "sign": np.sign, "relu": lambda a: np.maximum(a, 0.0),
+        "floor": np.floor, "ceil": np.ceil, "round": np.round, "erf": _erf, "erfc": lambda a: 1.0 - _erf(a),
+        "identity": lambda a: a, "logical_not": lambda a: a == 0,
+    }.items()},
+    **{name: _binary(fn) for name, fn in {
+        "multiply": np.multiply, "add": np.add, "subtract": np.subtract, "divide": np.divide,
+        "truediv": np.divide, "pow": np.power, "power": np.power, "maximum": np.maximum, "minimum": np.minimum,
+        "squared_difference": lambda a, b: (a - b) ** 2, "equal": np.equal, "not_equal": np.not_equal,
+        "greater": np.greater, "greater_equal": np.greater_equal, "less": np.less, "less_equal": np.less_equal,
+        "logical_and": lambda a, b: (a != 0) & (b != 0), "logical_or": lambda a, b: (a != 0) | (b != 0),
+    }.items()},
+    "divide_no_nan": _divide_no_nan, "broadcast_gradient_args": _broadcast_gradient_args,
+    "where": _where, "matmul": _matmul, "transpose": _transpose, "reshape": _reshape,
+    "expand_dims": _expand_dims, "squeeze": _squeeze, "clip_by_value": _clip, "clip": _clip,
+    "ones_like": _like(1.0), "zeros_like": _like(0.0), "ones": _filled(1.0), "zeros": _filled(0.0),
+    "reduce_sum": _reduce(np.sum), "reduce_mean": _reduce(np.mean), "reduce_max": _reduce(np.max),
+    "reduce_min": _reduce(np.min), "reduce_prod": _reduce(np.prod), "sum": _reduce(np.sum),
+    "mean": _reduce(np.mean), "max": _reduce(np.max), "min": _reduce(np.min), "prod": _reduce(np.prod),
+    "cast": _cast, "convert_to_tensor": lambda value, dtype=None, name=None, dtype_hint=None: value,
+    "shape": lambda input, out_type=None, name=None: np.array(np.shape(input)),
+}
+
+# Python builtins the maths may use.
+BUILTINS: dict[str, Callable] = {"abs": np.abs, "float": float, "int": int, "len": len, "range": range,
+                                 "tuple": tuple, "list": list}
