@@ -395,6 +395,22 @@ def test_trace_reports_a_crash_in_a_forward_at_the_users_line(real_shapes):
     assert lookup["checked"] == f"raised while the command ran at prog.py:{line_of(work / 'prog.py', 'y = x * table')}"
 
 
+def test_trace_reports_a_crash_in_a_grad_fn_at_its_line(tmp_path):
+    """The backward pass raises inside the user's grad fn (TensorFlow 2.21 propagates the
+    KeyError out of tape.gradient): that function's verdict is `error` with the exception."""
+    (tmp_path / "prog.py").write_text(
+        "import tensorflow as tf\n\nSCALES = {'scale': 2.0}\n\n\n@tf.custom_gradient\ndef scaled(x):\n"
+        "    def grad(dy):\n        return dy * SCALES['scal']  # the program's own crash\n\n"
+        "    return x * SCALES['scale'], grad\n\n\nx = tf.constant([1.0, 2.0])\n"
+        "with tf.GradientTape() as tape:\n    tape.watch(x)\n    y = scaled(x)\nprint(tape.gradient(y, x))\n")
+    out = tmp_path / "report.json"
+    proc = trace(sys.executable, "prog.py", cwd=tmp_path, options=("--output-format", "json", "--output-file", out))
+    assert proc.returncode == 1 and "KeyError: 'scal'" in proc.stderr  # the program's own traceback
+    (entry,) = json.loads(out.read_text())["runtime"]
+    assert (entry["function"], entry["verdict"], entry["detail"]) == ("scaled", "error", "KeyError: 'scal'")
+    assert entry["checked"] == f"raised while the command ran at prog.py:{line_of(tmp_path / 'prog.py', 'SCALES[')}"
+
+
 def test_trace_checks_inputs_over_the_budget_on_a_slice(real_shapes):
     _, _, by_name = real_shapes
     wide = by_name["wide_tanh"]
