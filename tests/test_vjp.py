@@ -99,3 +99,48 @@ def swish(x):
 def test_a_helper_is_evaluated():
     assert cg005(SWISH.format(read="y")) == [(10, 26)]  # f'(f(x)), at the returned expression
     assert cg005(SWISH.format(read="x")) == []
+
+
+# ---- sizes the linted module chooses ---------------------------------------------------------
+
+HUGE = {
+    "zeros": "tf.reduce_sum(tf.zeros([100000, 100000]))",
+    "list_repeat": "len([0.0] * int(1e9))",
+    "int_power": "float(int(10) ** int(1e8) > 0)",
+    "broadcast": "tf.reduce_sum(tf.ones([10**6]) + tf.ones([10**6, 1]))",
+    "range": "len(tuple(range(int(1e10))))",
+    "string_repeat": 'len("ab" * int(1e10))',
+    "matmul": "tf.reduce_sum(tf.ones([40000, 1]) @ tf.ones([1, 40000]))",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUGE))
+def test_sizes_written_in_the_module_are_never_built(tmp_path, name):
+    """The evaluator builds arrays, lists and numbers the module's constants size: a 75 GiB
+    `tf.zeros`, a list of 10**9, an integer of 10**8 digits. None is built (the maths is not
+    evaluable there): the lint ends at once, under an address-space limit, with no internal error."""
+    import resource
+    import subprocess
+    import sys
+
+    (tmp_path / "op.py").write_text(textwrap.dedent(f"""\
+        import tensorflow as tf
+
+
+        @tf.custom_gradient
+        def op(x):
+            k = {HUGE[name]}
+            y = tf.sigmoid(x) * k
+
+            def grad(dy):
+                return dy * y * (1 - y) * k
+
+            return y, grad
+        """))
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "op.py"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, preexec_fn=limit)
+    assert (run.returncode, run.stderr) == (0, ""), run.stderr[-500:]

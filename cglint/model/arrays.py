@@ -12,6 +12,22 @@ from typing import Callable
 import numpy as np
 
 
+# Nothing larger is built: the shapes come from the linted module (`tf.zeros([100000, 100000])`,
+# `range(10**9)`, a broadcast of two long vectors), and the evaluator must not allocate them.
+MAX_ELEMENTS = 4096
+
+
+def bounded(n: int) -> int:
+    if n > MAX_ELEMENTS:
+        raise ValueError(f"{n} elements, more than the evaluator builds")
+    return n
+
+
+def fits(*shapes) -> None:
+    """ValueError unless arrays of these shapes broadcast to at most MAX_ELEMENTS."""
+    bounded(math.prod(np.broadcast_shapes(*(tuple(int(d) for d in s) for s in shapes))))
+
+
 def _f(a):
     """A float64 array (bools and Python numbers too): every evaluation is in float64."""
     return np.asarray(a, dtype=np.float64)
@@ -25,6 +41,7 @@ def _unary(fn: Callable) -> Callable:
 
 def _binary(fn: Callable) -> Callable:
     def op(x, y, name=None):
+        fits(np.shape(x), np.shape(y))
         return fn(_f(x), _f(y))
     return op
 
@@ -51,6 +68,7 @@ def _where(condition, x=None, y=None, name=None, x1=None, x2=None):
     x, y = (x1, x2) if x is None and x1 is not None else (x, y)
     if x is None or y is None:
         raise TypeError("where with one argument")
+    fits(np.shape(condition), np.shape(x), np.shape(y))
     return np.where(_condition(condition), _f(x), _f(y))
 
 
@@ -61,6 +79,7 @@ def _matmul(a=None, b=None, transpose_a=False, transpose_b=False, adjoint_a=Fals
         raise ValueError("matmul of a vector")
     a = np.swapaxes(a, -1, -2) if transpose_a or adjoint_a else a
     b = np.swapaxes(b, -1, -2) if transpose_b or adjoint_b else b
+    fits(a.shape[:-2] + (a.shape[-2], 1), b.shape[:-2] + (1, b.shape[-1]))  # the product's shape
     return a @ b
 
 
@@ -91,13 +110,16 @@ def _like(value: float) -> Callable:
 
 def _filled(value: float) -> Callable:
     def op(shape, dtype=None, name=None, layout=None):
-        return np.full(tuple(int(s) for s in np.ravel(shape)), value)
+        dims = tuple(int(s) for s in np.ravel(shape))
+        bounded(math.prod(dims))
+        return np.full(dims, value)
     return op
 
 
 def _clip(t=None, clip_value_min=None, clip_value_max=None, name=None, x=None, x_min=None, x_max=None):
     lo = clip_value_min if clip_value_min is not None else x_min
     hi = clip_value_max if clip_value_max is not None else x_max
+    fits(np.shape(t if x is None else x), np.shape(lo), np.shape(hi))
     return np.clip(_f(t if x is None else x), _f(lo), _f(hi))
 
 
@@ -117,6 +139,7 @@ def _sigmoid(x):
 
 
 def _divide_no_nan(x, y, name=None):
+    fits(np.shape(x), np.shape(y))
     x, y = np.broadcast_arrays(_f(x), _f(y))
     return np.divide(x, y, out=np.zeros_like(x), where=y != 0)
 
@@ -166,5 +189,11 @@ OPS: dict[str, Callable] = {
 }
 
 # Python builtins the maths may use.
-BUILTINS: dict[str, Callable] = {"abs": np.abs, "float": float, "int": int, "len": len, "range": range,
+def _range(*args):
+    r = range(*args)
+    bounded(len(r))
+    return r
+
+
+BUILTINS: dict[str, Callable] = {"abs": np.abs, "float": float, "int": int, "len": len, "range": _range,
                                  "tuple": tuple, "list": list}

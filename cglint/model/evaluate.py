@@ -12,7 +12,7 @@ caller did not pick) cannot be evaluated: `Unknown`, and nothing is claimed abou
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import libcst as cst
 
@@ -38,10 +38,37 @@ def unwrap(value: Any) -> Any:
     return value.value if isinstance(value, Var) else value
 
 
-_BINARY = {
+def _bounded(op: Callable) -> Callable:
+    """`op` on operands whose result stays small: the module's constants choose the sizes
+    (`[0] * 10**9`, `10 ** 10**8`, two long vectors broadcast), and nothing larger is built."""
+    def run(a, b):
+        from cglint.model import arrays
+
+        if isinstance(a, (list, tuple, str)) or isinstance(b, (list, tuple, str)):
+            n = b if isinstance(b, int) else a if isinstance(a, int) else 1
+            arrays.bounded(len(a if isinstance(a, (list, tuple, str)) else b) * max(int(n), 1))
+        elif op is _power and isinstance(a, int) and isinstance(b, int) and abs(b) > 64:
+            raise ValueError("an integer power too large to build")
+        elif op is _matmul:
+            return arrays.OPS["matmul"](a, b)  # checks the product's size
+        elif hasattr(a, "shape") or hasattr(b, "shape"):
+            arrays.fits(getattr(a, "shape", ()), getattr(b, "shape", ()))
+        return op(a, b)
+    return run
+
+
+def _power(a, b):
+    return a ** b
+
+
+def _matmul(a, b):
+    return a @ b
+
+
+_BINARY = {t: _bounded(op) for t, op in {
     cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b, cst.Multiply: lambda a, b: a * b,
-    cst.Divide: lambda a, b: a / b, cst.Power: lambda a, b: a ** b, cst.MatrixMultiply: lambda a, b: a @ b,
-}
+    cst.Divide: lambda a, b: a / b, cst.Power: _power, cst.MatrixMultiply: _matmul,
+}.items()}
 _COMPARE = {
     cst.LessThan: lambda a, b: a < b, cst.GreaterThan: lambda a, b: a > b,
     cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThanEqual: lambda a, b: a >= b,
