@@ -1,0 +1,498 @@
+"""cglint on a held-out corpus of realistic custom-gradient code, buggy and correct.
+
+    python bench/heldout.py             lint the corpus (static, then --runtime=all), print the
+                                        table and write bench/RESULTS-heldout.md
+    python bench/heldout.py --verify    confirm every label with TensorFlow (no cglint involved)
+    python bench/heldout.py --static    the static half only (seconds, no TensorFlow)
+
+Corpus: `fixtures/heldout/` (modules and small packages), labels in
+`fixtures/heldout/LABELS.toml`. A bug is *caught statically* when a finding with one of its
+label's codes lands on one of its label's lines; *caught at runtime* when a `--runtime=all`
+verdict on the labelled function is `mismatch` or `error`. A *false finding* is any static
+finding, or any runtime `mismatch`/`error`, on a module labelled correct. Reports are read from
+the files cglint writes (`--output-file`), never from a stream TensorFlow also writes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "fixtures" / "heldout"
+LABELS = CORPUS / "LABELS.toml"
+CGLINT = [sys.executable, "-m", "cglint", "--isolated", "--no-cache"]
+TIMEOUT = 600
+
+
+def labels() -> list[dict]:
+    return tomllib.loads(LABELS.read_text())["module"]
+
+
+def run_json(args: list[str], out: Path) -> dict:
+    """One cglint run writing JSON to `out` (stdout and stderr are TensorFlow's too: ignored)."""
+    out.unlink(missing_ok=True)
+    proc = subprocess.run([*CGLINT, *args, "--output-format", "json", "--output-file", str(out)],
+                          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=TIMEOUT)
+    if not out.exists():
+        raise SystemExit(f"cglint {' '.join(args)}: no report (exit {proc.returncode})")
+    return json.loads(out.read_text())
+
+
+def static_findings(label: dict, report: dict) -> list[tuple[str, int, str]]:
+    """(file relative to the corpus, line, code) of the findings in this label's module."""
+    prefix = f"fixtures/heldout/{label['path']}"
+    return sorted((d["path"].removeprefix("fixtures/heldout/"), d["line"], d["code"])
+                  for d in report["diagnostics"] if d["path"] == prefix or d["path"].startswith(prefix + "/"))
+
+
+def caught_statically(label: dict, found: list[tuple[str, int, str]]) -> bool:
+    return any(code in label.get("codes", []) and f"{path}:{line}" in label["at"] for path, line, code in found)
+
+
+def runtime_verdicts(label: dict, report: dict) -> list[dict]:
+    prefix = f"fixtures/heldout/{label['path']}"
+    return [e for e in report.get("runtime", []) if e["path"] == prefix or e["path"].startswith(prefix + "/")]
+
+
+def caught_at_runtime(label: dict, verdicts: list[dict]) -> bool:
+    return any(e["verdict"] in ("mismatch", "error") and e["function"].split(".")[-1] == label["function"]
+               for e in verdicts)
+
+
+def lint(with_runtime: bool) -> list[dict]:
+    """Per label: its static findings and (optionally) runtime verdicts, and what they catch."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        static = run_json(["fixtures/heldout"], Path(tmp) / "static.json")
+        for label in labels():
+            found = static_findings(label, static)
+            row = {"label": label, "static": found, "runtime": None}
+            if with_runtime:
+                rt = run_json(["--runtime=all", f"fixtures/heldout/{label['path']}"], Path(tmp) / "rt.json")
+                row["runtime"] = runtime_verdicts(label, rt)
+            rows.append(row)
+            print(f"  {label['path']:32} static {[f'{c}@{p}:{n}' for p, n, c in found]}"
+                  + (f" runtime {[(e['function'], e['verdict']) for e in row['runtime']]}" if with_runtime else ""),
+                  flush=True)
+    return rows
+
+
+def cell(text: str, width: int = 110) -> str:
+    text = " ".join(str(text).split()).replace("|", "/")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def table(rows: list[dict]) -> tuple[str, list[str]]:
+    """The summary lines and the markdown table, plus a list of changes against the labels."""
+    with_runtime = rows and rows[0]["runtime"] is not None
+    by_class: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # static, runtime, total
+    false_static, false_runtime, changes, lines = [], [], [], []
+    for row in rows:
+        label = row["label"]
+        if label["status"] == "correct":
+            false_static += [f"{label['path']} {p}:{n} {c}" for p, n, c in row["static"]]
+            if with_runtime:
+                false_runtime += [f"{label['path']} {e['function']}: {e['verdict']} {cell(e.get('detail') or '', 80)}"
+                                  for e in row["runtime"] if e["verdict"] in ("mismatch", "error")]
+            continue
+        s = caught_statically(label, row["static"])
+        r = caught_at_runtime(label, row["runtime"]) if with_runtime else None
+        counts = by_class[label["class"]]
+        counts[0] += s
+        counts[1] += bool(r)
+        counts[2] += 1
+        row["caught"] = (s, r)
+        if s != (label["static"] == "caught"):
+            changes.append(f"{label['path']}: static now {'caught' if s else 'missed'} (label says {label['static']})")
+        if with_runtime and r != (label["runtime"] == "caught"):
+            changes.append(f"{label['path']}: runtime now {'caught' if r else 'missed'} (label says {label['runtime']})")
+    buggy = [r for r in rows if r["label"]["status"] == "buggy"]
+    n_static = sum(r["caught"][0] for r in buggy)
+    summary = [f"static recall {n_static}/{len(buggy)}"]
+    if with_runtime:
+        n_rt = sum(bool(r["caught"][1]) for r in buggy)
+        n_any = sum(r["caught"][0] or bool(r["caught"][1]) for r in buggy)
+        summary += [f"runtime recall {n_rt}/{len(buggy)}", f"either {n_any}/{len(buggy)}"]
+    correct = len(rows) - len(buggy)
+    summary += [f"false static findings {len(false_static)} (on {correct} correct modules)"]
+    if with_runtime:
+        summary += [f"false runtime verdicts {len(false_runtime)}"]
+    lines += ["| class | bugs | static | runtime |", "| --- | --- | --- | --- |"]
+    for cls, (s, r, n) in sorted(by_class.items()):
+        lines.append(f"| {cls} | {n} | {s} | {r if with_runtime else '-'} |")
+    lines += ["", "| module | status | class | expected | static findings | runtime verdict | caught |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for row in rows:
+        label = row["label"]
+        found = ", ".join(f"{c} {p}:{n}" for p, n, c in row["static"]) or "-"
+        rt = "-" if row["runtime"] is None else (
+            "<br>".join(f"{e['function']}: **{e['verdict']}** {cell(e.get('detail') or '', 90)}" for e in row["runtime"])
+            or "none")
+        if label["status"] == "correct":
+            caught = "false finding" if row["static"] or "**mismatch**" in rt or "**error**" in rt else "ok (correct)"
+        else:
+            s, r = row["caught"]
+            caught = "+".join([w for w, hit in (("static", s), ("runtime", r)) if hit]) or "**missed**"
+        expected = ", ".join(f"{c}" for c in label.get("codes", [])) + (f" at {', '.join(label['at'])}" if label.get("at") else "")
+        lines.append(f"| `{label['path']}` | {label['status']} | {label.get('class', '-')} | {expected or 'none'} | "
+                     f"{found} | {rt} | {caught} |")
+    lines += ["", "## Misses and false findings, with what the model would need", ""]
+    for row in rows:
+        label = row["label"]
+        if label.get("miss"):
+            lines.append(f"- **`{label['path']}`** ({label.get('class', 'correct')}): {cell(label['miss'], 2000)}")
+    if false_static or false_runtime:
+        lines += ["", "False findings on correct modules:", ""] + [f"- {f}" for f in false_static + false_runtime]
+    return "; ".join(summary), lines + ([""] + ["Changed since the labels were written:"] + [f"- {c}" for c in changes] if changes else [])
+
+
+def write_results(summary: str, lines: list[str]) -> None:
+    out = ROOT / "bench" / "RESULTS-heldout.md"
+    head = [
+        "# cglint on the held-out corpus",
+        "",
+        "`python bench/heldout.py` (corpus: `fixtures/heldout/`, labels: `fixtures/heldout/LABELS.toml`;",
+        "`python bench/heldout.py --verify` confirms every label with TensorFlow 2.21 + Keras 3).",
+        "Static = `cglint --isolated fixtures/heldout`; runtime = `cglint --isolated --runtime=all MODULE`.",
+        "A bug is caught statically when a finding with the label's code lands on the bug's line, at",
+        "runtime when a `mismatch`/`error` verdict names the labelled function.",
+        "",
+        f"**{summary}**",
+        "",
+    ]
+    out.write_text("\n".join(head + lines) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# --verify: every label checked with TensorFlow, independently of cglint.
+
+
+def verify() -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.path.insert(0, str(CORPUS))
+    global np, tf, keras
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    failed = 0
+    for label in labels():
+        name = label["path"].removesuffix(".py").replace("/", ".")
+        check = globals().get("check_" + name.replace(".", "_"), None)
+        if check is None:
+            print(f"NO CHECK {label['path']}")
+            failed += 1
+            continue
+        try:
+            evidence = check(importlib.import_module(name))
+            print(f"confirmed {label['status']:7} {label['path']:30} {evidence}", flush=True)
+        except Exception as exc:  # a label TensorFlow does not confirm
+            failed += 1
+            print(f"NOT CONFIRMED {label['status']} {label['path']}: {type(exc).__name__}: {cell(exc, 300)}", flush=True)
+    print(f"{len(labels()) - failed} of {len(labels())} labels confirmed by TensorFlow")
+    return 1 if failed else 0
+
+
+def _rand(*shape, seed=0, low=None, high=None):
+    rng = np.random.default_rng(seed + len(shape) * 7 + sum(shape))
+    if low is not None:
+        return tf.constant(rng.uniform(low, high, shape), tf.float32)
+    return tf.constant(rng.normal(size=shape), tf.float32)
+
+
+def _grads(f, xs, sources=(), seed=1):
+    """Gradients of <f(*xs), u> with a random upstream u, for xs and `sources` (variables)."""
+    with tf.GradientTape() as tape:
+        tape.watch(xs)
+        y = f(*xs)
+    u = tf.cast(_rand(*y.shape, seed=seed), y.dtype)
+    return y, tape.gradient(y, [*xs, *sources], output_gradients=u), u
+
+
+def _close(a, b, tol=1e-4):
+    return a is not None and b is not None and a.shape == b.shape and np.allclose(a, b, rtol=tol, atol=tol)
+
+
+def _same_grads(custom, reference, xs, sources=(), tol=1e-4):
+    """The custom op's gradients equal autodiff's of the same maths (asserted); the largest gap."""
+    _, g1, _ = _grads(custom, xs, sources)
+    _, g2, _ = _grads(reference, xs, sources)
+    for a, b in zip(g1, g2):
+        assert _close(a, b, tol), f"custom {None if a is None else a.numpy()} vs autodiff {None if b is None else b.numpy()}"
+    return max(float(np.max(np.abs(a - b))) for a, b in zip(g1, g2))
+
+
+def _different_grads(custom, reference, xs, sources=()):
+    """At least one gradient differs from autodiff's of the same maths (asserted); which ones."""
+    _, g1, _ = _grads(custom, xs, sources)
+    _, g2, _ = _grads(reference, xs, sources)
+    bad = [i for i, (a, b) in enumerate(zip(g1, g2)) if not _close(a, b)]
+    assert bad, "custom gradient equals autodiff"
+    return "differs from autodiff at " + ", ".join(
+        f"#{i} ({'None' if g1[i] is None else tuple(g1[i].shape)} vs {tuple(g2[i].shape)})" for i in bad)
+
+
+def _raises(fn, *types):
+    try:
+        fn()
+    except types as exc:
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())[:110]}"
+    raise AssertionError("TensorFlow raised nothing")
+
+
+def _graph_and_eager(fn):
+    return fn(), tf.function(fn)()
+
+
+def check_activation_table(m):
+    x = _rand(4, 5)
+    _same_grads(m.squareplus, lambda x: 0.5 * (x + tf.sqrt(x * x + 4.0)), [x])
+    return "softsign " + _different_grads(m.softsign, lambda x: x / (1.0 + tf.abs(x)), [x]) + "; squareplus matches"
+
+
+def check_output_based_derivatives(m):
+    x = _rand(4, 5) * 3.0
+    big = tf.concat([x, x + 40.0], 0)
+    gap = max(_same_grads(m.fast_sigmoid, tf.sigmoid, [x]), _same_grads(m.fast_tanh, tf.tanh, [x]),
+              _same_grads(m.safe_exp, lambda x: tf.exp(tf.minimum(x, 30.0)), [big], tol=1e-3))
+    return f"sigmoid, tanh, capped exp match autodiff (max gap {gap:.1e})"
+
+
+def check_gradient_reversal(m):
+    x = _rand(3, 4)
+    _, (g,), u = _grads(lambda x: m.reverse_gradient(x, 0.5), [x])
+    assert not _close(g, -0.5 * u), "the reversal multiplies the upstream"
+    return f"d/x = -lambda * ones ({g.numpy()[0, :2]}) instead of -lambda * upstream ({(-0.5 * u).numpy()[0, :2]})"
+
+
+def check_grad_reverse_default(m):
+    x = _rand(3, 4)
+    layer = m.ReverseGradient()
+    for fn in (m.grad_reverse, layer, tf.function(lambda x: layer(x))):  # as the module uses it
+        _, (g,), u = _grads(fn, [x])
+        assert _close(g, -u)
+    # wrapping the op itself in tf.function binds the default as a third input: the hazard CG010 names
+    latent = _raises(lambda: _grads(tf.function(m.grad_reverse), [x]), ValueError)
+    return f"d/x = -upstream eagerly, in the layer and in the layer under tf.function (tf.function(grad_reverse) itself: {latent[:60]})"
+
+
+def _layernorm_ref(x, gamma, beta, eps=1e-5):
+    mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+    return gamma * (x - mean) * tf.math.rsqrt(var + eps) + beta
+
+
+def check_fused_layernorm(m):
+    layer = m.FusedLayerNorm()
+    x = _rand(3, 6)
+    layer.build(x.shape)
+    layer.gamma.assign(_rand(6, seed=2) + 1.0)
+    layer.beta.assign(_rand(6, seed=3))
+    ref = lambda x: _layernorm_ref(x, layer.gamma, layer.beta)  # noqa: E731
+    under_fn = tf.function(lambda x: layer(x))
+    # tf.function passes `variables` sorted by name (beta before gamma); the grad fn assumes gamma first
+    return "under tf.function " + _different_grads(under_fn, ref, [x], [layer.gamma, layer.beta])
+
+
+def check_rms_norm(m):
+    layer = m.RMSNorm()
+    x = _rand(3, 6)
+    layer.build(x.shape)
+    layer.scale.assign(_rand(6, seed=2) + 1.0)
+    layer.shift.assign(_rand(6, seed=3))
+
+    def ref(x):
+        return layer.scale * x * tf.math.rsqrt(tf.reduce_mean(x * x, -1, keepdims=True) + 1e-6) + layer.shift
+
+    sources = [layer.scale, layer.shift]
+    gap = max(_same_grads(layer, ref, [x], sources), _same_grads(tf.function(lambda x: layer(x)), ref, [x], sources))
+    return f"d/x, d/scale, d/shift match autodiff eagerly and under tf.function (max gap {gap:.1e})"
+
+
+def check_fake_quant(m):
+    q = m.LearnedStepQuantizer(channels=4)
+    x = _rand(3, 4)
+    return _raises(lambda: _grads(q, [x], [q.step]), ValueError)
+
+
+def check_learned_softplus(m):
+    sp = m.LearnedSoftplus()
+    return _raises(lambda: _grads(sp, [_rand(3, 4)], [sp.beta]), TypeError)
+
+
+def check_focal_loss(m):
+    p, y, a = _rand(3, 4, low=0.05, high=0.95), tf.cast(_rand(3, 4) > 0, tf.float32), tf.constant(0.25)
+    return _raises(lambda: _grads(m.focal_term, [p, y, a]), ValueError)
+
+
+def check_ste_ops(m):
+    layer = m.QuantDense(3)
+    x = _rand(2, 4)
+    layer.build(x.shape)
+
+    def intended(x):  # the straight-through estimator: round's gradient taken as the identity
+        scale = tf.reduce_max(tf.abs(layer.kernel)) / 127.0
+        w = layer.kernel / scale
+        return tf.matmul(x, (w + tf.stop_gradient(tf.round(w) - w)) * scale)
+
+    return "kernel " + _different_grads(layer, intended, [x], [layer.kernel]) + " (ste_round is never a custom gradient)"
+
+
+def check_train_step_numpy(m):
+    x = _rand(3, 4) * 4.0
+    ref = lambda x: x * tf.clip_by_value(x + 3.0, 0.0, 6.0) / 6.0  # noqa: E731
+    _same_grads(m.hard_swish, ref, [x])  # eagerly it works ...
+    return "eager matches autodiff; under tf.function " + _raises(  # ... and not in model.fit / tf.function
+        lambda: _grads(tf.function(m.hard_swish), [x]), AttributeError, NotImplementedError, TypeError)
+
+
+def check_compiled_ops(m):
+    return _raises(lambda: m.log1p_exp(_rand(3, 4)), TypeError)
+
+
+def check_temperature_softmax(m):
+    layer = m.TemperatureSoftmax()
+    x = _rand(3, 5)
+    layer.build(x.shape)
+    return _raises(lambda: _grads(layer, [x], [layer.log_t]), ValueError)
+
+
+def check_running_norm(m):
+    x = _rand(5, 3)
+    for norm in (m.RunningNorm(), tf.function(m.RunningNorm())):
+        for step in range(3):  # the statistics are constants of the backward pass, by design
+            _, (g,), u = _grads(norm, [x + step])
+            assert _close(g, u)
+    return "created once (guarded by `is None`), eagerly and under tf.function; d/x = upstream as documented"
+
+
+def check_contrastive_loss(m):
+    a, b = _rand(3, 4), _rand(3, 4, seed=5)
+    with tf.GradientTape() as tape:
+        m.clip_loss(a, b)
+        first = tape.watched_variables()
+    with tf.GradientTape() as tape:
+        m.clip_loss(a, b)
+        second = tape.watched_variables()
+    assert first[0] is not second[0], "the temperature persists"
+    error = _raises(lambda: tf.function(m.clip_loss)(a, b), ValueError)
+    return f"a new logit_scale variable on every call (never trained); under tf.function {error}"
+
+
+def check_lora_dense(m):
+    layer = m.LoRADense(3, rank=2)
+    x = _rand(2, 4)
+    layer.build(x.shape)
+
+    def ref(x):
+        return tf.matmul(x, layer.kernel) + tf.matmul(tf.matmul(x, layer.lora_a), layer.lora_b)
+
+    return "lora_a/lora_b " + _different_grads(layer, ref, [x], [layer.lora_a, layer.lora_b])
+
+
+def check_mixed_precision_gelu(m):
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        layer = m.GeluDense(4)
+        x = _rand(3, 4)
+        layer(x)  # builds the Dense inside
+        return "under mixed_float16 " + _raises(lambda: _grads(layer, [x], layer.trainable_variables),
+                                                tf.errors.InvalidArgumentError)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def check_prelu(m):
+    x, alpha = _rand(4, 3), _rand(3, low=0.1, high=0.3)
+    return _different_grads(m.prelu, lambda x, a: tf.where(x > 0.0, x, a * x), [x, alpha])
+
+
+def check_robust_losses(m):
+    p, t = _rand(4, 3) * 2.0, _rand(4, 3, seed=4)
+    _same_grads(m.log_cosh, lambda p, t: tf.math.log(tf.cosh(p - t)), [p, t])
+
+    def huber(p, t):
+        e = p - t
+        return tf.where(tf.abs(e) <= 1.0, 0.5 * e * e, tf.abs(e) - 0.5)
+
+    return "huber " + _different_grads(m.huber, huber, [p, t]) + "; log_cosh matches"
+
+
+def check_ste_sign(m):
+    x = _rand(4, 5) * 1.5
+    _, (g,), _ = _grads(m.ste_sign, [x])
+    gap = _same_grads(m.ste_sign, lambda x: tf.clip_by_value(x, -1.0, 1.0), [x])  # the hard-tanh surrogate
+    c = 1.5
+    surrogate = lambda x: tf.where(tf.abs(x) <= c, 2 * x / c - x * tf.abs(x) / c**2, tf.sign(x))  # noqa: E731
+    gap = max(gap, _same_grads(lambda x: m.approx_sign(x, c), surrogate, [x]))
+    y = m.ste_sign(x)
+    assert set(np.unique(y.numpy())) <= {-1.0, 1.0}
+    return f"gradients equal autodiff of the intended surrogates (hard tanh, clipped quadratic; max gap {gap:.1e})"
+
+
+def check_clip_gradient(m):
+    clip = m.ClipGradient(max_norm=0.5)
+    x = _rand(3, 4)
+    y, (g,), u = _grads(clip, [x])
+    assert _close(y, x) and _close(g, tf.clip_by_norm(u, 0.5))
+    return f"identity forward; d/x = clip_by_norm(upstream, 0.5) (norm {float(tf.norm(g)):.2f}, upstream {float(tf.norm(u)):.2f})"
+
+
+def check_keras_ops_logsumexp(m):
+    x = _rand(3, 5)
+    gap = _same_grads(m.logsumexp_pool, lambda x: tf.reduce_logsumexp(x, axis=-1), [x])
+    x16 = tf.cast(x, tf.float16)
+    _, (g16,), _ = _grads(m.logsumexp_pool, [x16])
+    assert g16.dtype == tf.float16
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        layer = keras.Sequential([keras.layers.Dense(5), m.LogSumExpPool()])
+        layer.build((None, 5))
+        _grads(layer, [x], layer.trainable_variables)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    return f"matches autodiff (max gap {gap:.1e}); float16 in, float16 gradient out; trains under mixed_float16"
+
+
+def check_softplus_config(m):
+    x = tf.concat([_rand(3, 4) * 3.0, _rand(1, 4) + 25.0], 0)
+    gap = max(_same_grads(m.softplus, tf.nn.softplus, [x]),
+              _same_grads(m.sharp_softplus, lambda x: tf.nn.softplus(10.0 * x) / 10.0, [x]))
+    return f"both configs match autodiff of softplus(beta x) / beta (max gap {gap:.1e})"
+
+
+def check_distributed_swiglu(m):
+    g, v = _rand(3, 4), _rand(3, 4, seed=6)
+    gap = _same_grads(m.swiglu, lambda g, v: g * tf.sigmoid(g) * v, [g, v])
+    model = m.build()
+    model.fit(_rand(8, 4).numpy(), _rand(8, 1).numpy(), epochs=1, batch_size=4, verbose=0)
+    return f"matches autodiff (max gap {gap:.1e}); fit runs under MirroredStrategy"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--verify", action="store_true", help="confirm every label with TensorFlow")
+    ap.add_argument("--static", action="store_true", help="static rules only; writes no results file")
+    args = ap.parse_args()
+    if args.verify:
+        return verify()
+    rows = lint(with_runtime=not args.static)
+    summary, lines = table(rows)
+    print("\n".join(lines))
+    print(summary)
+    if not args.static:
+        write_results(summary, lines)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
