@@ -478,6 +478,55 @@ def check_distributed_swiglu(m):
     return f"matches autodiff (max gap {gap:.1e}); fit runs under MirroredStrategy"
 
 
+def check_swish_pkg(m):
+    x = _rand(4, 5) * 2.0
+    return _different_grads(m.swish, lambda x: x * tf.sigmoid(x), [x])
+
+
+def check_named_weights(m):
+    layer = m.GatedLinear(3)
+    x = _rand(2, 4)
+    layer.build(x.shape)
+    return _raises(lambda: _grads(layer, [x], [layer.w_value, layer.w_gate]), KeyError)
+
+
+def check_masked_softmax(m):
+    logits, mask = _rand(2, 5), _rand(2, 5, seed=3) > -0.5
+    return _raises(lambda: _grads(lambda x: m.masked_softmax(x, mask), [logits]), ValueError)
+
+
+def check_calibrated_quant(m):
+    x = _rand(4, 8)
+    _, (g,), u = _grads(m.fake_quant_int8, [x])  # eagerly it works ...
+    return "eager runs; under tf.function " + _raises(  # ... and not in model.fit / tf.function
+        lambda: _grads(tf.function(m.fake_quant_int8), [x]), AttributeError, NotImplementedError, TypeError)
+
+
+def check_partial_ops(m):
+    layer = m.TemperedSigmoid()
+    x = _rand(3, 4)
+    layer.build(x.shape)
+    return _raises(lambda: _grads(layer, [x], [layer.temperature]), ValueError)
+
+
+def check_unapplied_quant(m):
+    layer = m.TernaryDense(3)
+    x = _rand(2, 6)
+    layer.build(x.shape)
+
+    def intended(x):  # the op the module defines: ternary forward, straight-through backward
+        return tf.matmul(x, m.ternarize(tf.convert_to_tensor(layer.kernel)))
+
+    return "kernel " + _different_grads(layer, intended, [x], [layer.kernel]) + " (the layer calls _ternarize, not ternarize)"
+
+
+def check_mish(m):
+    x = tf.concat([_rand(4, 5) * 3.0, tf.zeros([1, 5])], 0)
+    ref = lambda x: x * tf.tanh(tf.math.softplus(x))  # noqa: E731
+    gap = max(_same_grads(m.mish, ref, [x]), _same_grads(m.mish_from_output, ref, [x]))
+    return f"mish and mish_from_output (output-based, 0 included) match autodiff (max gap {gap:.1e})"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verify", action="store_true", help="confirm every label with TensorFlow")
