@@ -554,6 +554,36 @@ def check_mish(m):
     return f"mish and mish_from_output (output-based, 0 included) match autodiff (max gap {gap:.1e})"
 
 
+def check_cached_derivative(m):
+    clip = m.SoftClip(limit=2.0)
+    x = _rand(3, 4) * 3.0
+    return _different_grads(clip, lambda x: 2.0 * tf.tanh(x / 2.0), [x])
+
+
+def check_zipped_variables(m):
+    layer, x = _built(m.BilinearScore(), 3, 4)
+    ref = lambda x: tf.reduce_sum(x * layer.w + layer.b, axis=-1)  # noqa: E731
+    # tf.function passes `variables` sorted by name (a_bias before w); the zip pairs them with (dw, db)
+    return "under tf.function " + _different_grads(tf.function(lambda x: layer(x)), ref, [x], [layer.w, layer.b])
+
+
+def check_fused_residual(m):
+    a, b = _rand(2, 3), _rand(2, 3, seed=4)
+    _same_grads(m.fused_residual, lambda a: a, [a])  # one branch works ...
+    return "one branch matches; two: " + _raises(lambda: _grads(m.fused_residual, [a, b]), ValueError)
+
+
+def check_value_named_weights(m):
+    layer, x = _built(m.GatedLinearByName(3), 2, 4)
+
+    def ref(x):
+        return tf.matmul(x, layer.w_value) * tf.sigmoid(tf.matmul(x, layer.w_gate))
+
+    sources = [layer.w_value, layer.w_gate]
+    gap = max(_same_grads(layer, ref, [x], sources), _same_grads(tf.function(lambda x: layer(x)), ref, [x], sources))
+    return f"d/x, d/w_value, d/w_gate match autodiff eagerly and under tf.function (max gap {gap:.1e})"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("only", nargs="*", help="module path prefixes (default: all; then no results file is written)")
