@@ -5,13 +5,16 @@
     python bench/heldout.py --verify    confirm every label with TensorFlow (no cglint involved)
     python bench/heldout.py --static    the static half only (seconds, no TensorFlow)
     python bench/heldout.py PREFIX ...  only the modules whose path starts so (no results file)
+    python bench/heldout.py --drive PATH  one training step of a module (what `cglint trace` runs)
 
 Corpus: `fixtures/heldout/` (modules and small packages), labels in
 `fixtures/heldout/LABELS.toml`. A bug is *caught statically* when a finding with one of its
-label's codes lands on one of its label's lines; *caught at runtime* when a `--runtime=all`
-verdict on the labelled function is `mismatch` or `error`. A *false finding* is any static
-finding, or any runtime `mismatch`/`error`, on a module labelled correct. Reports are read from
-the files cglint writes (`--output-file`), never from a stream TensorFlow also writes on.
+label's codes lands on one of its label's lines; *caught* by `--runtime=all` or by `cglint trace`
+(of one training step of the module: `--drive`, the label's `drive`) when a `mismatch`/`error`
+verdict on the labelled function shows the bug's own symptom (SYMPTOM). A *false finding* is any
+static finding, or any runtime or trace `mismatch`/`error`, on a module labelled correct. Reports
+are read from the files cglint writes (`--output-file`), never from a stream TensorFlow also
+writes on.
 """
 
 from __future__ import annotations
@@ -25,13 +28,13 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "fixtures" / "heldout"
 LABELS = CORPUS / "LABELS.toml"
-CGLINT = [sys.executable, "-m", "cglint", "--isolated", "--no-cache"]
+CGLINT = [sys.executable, "-m", "cglint"]
 TIMEOUT = 600
 
 
@@ -49,9 +52,9 @@ SYMPTOM = {
     "numpy-in-grad": r"numpy|Symbolic",
     "numpy-in-forward": r"numpy|Symbolic",
     "tf-function-inside": r"tf\.function",
-    "keyword-call": r"keyword",
+    "keyword-call": r"keyword|expected to return",  # TensorFlow's count error is the keyword's symptom
     "variable-created-inside": r"Variable",
-    "keras-variable-identity": r"Keras|\.value|never match",
+    "keras-variable-identity": r"Keras|\.value|never match|off by 100%|KeyError",  # zero or no gradient
     "gradient-dtype": r"dtype|float16|float32|half",
     "gradient-shape": r"shape",
 }
@@ -61,10 +64,12 @@ def labels() -> list[dict]:
     return tomllib.loads(LABELS.read_text())["module"]
 
 
-def run_json(args: list[str], out: Path) -> dict:
-    """One cglint run writing JSON to `out` (stdout and stderr are TensorFlow's too: ignored)."""
+def run_json(args: list[str], out: Path, command: tuple[str, ...] = ()) -> dict:
+    """One cglint run writing JSON to `out` (stdout and stderr are TensorFlow's too: ignored);
+    `command` is what `cglint trace` runs."""
     out.unlink(missing_ok=True)
-    proc = subprocess.run([*CGLINT, *args, "--output-format", "json", "--output-file", str(out)],
+    tail = ["--", *command] if command else []
+    proc = subprocess.run([*CGLINT, *args, "--isolated", "--output-format", "json", "--output-file", str(out), *tail],
                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=TIMEOUT)
     if not out.exists():
         raise SystemExit(f"cglint {' '.join(args)}: no report (exit {proc.returncode})")
@@ -101,18 +106,22 @@ def lint(with_runtime: bool, only: list[str]) -> list[dict]:
     """Per label: its static findings and (optionally) runtime verdicts, and what they catch."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        static = run_json(["fixtures/heldout"], Path(tmp) / "static.json")
+        static = run_json(["--no-cache", "fixtures/heldout"], Path(tmp) / "static.json")
         for label in labels():
             if only and not any(label["path"].startswith(p) for p in only):
                 continue
             found = static_findings(label, static)
-            row = {"label": label, "static": found, "runtime": None}
+            row = {"label": label, "static": found, "runtime": None, "trace": None}
             if with_runtime:
-                rt = run_json(["--runtime=all", f"fixtures/heldout/{label['path']}"], Path(tmp) / "rt.json")
+                rt = run_json(["--no-cache", "--runtime=all", f"fixtures/heldout/{label['path']}"], Path(tmp) / "rt.json")
                 row["runtime"] = runtime_verdicts(label, rt)
+                tr = run_json(["trace"], Path(tmp) / "trace.json",
+                              (sys.executable, "bench/heldout.py", "--drive", label["path"]))
+                row["trace"] = tr.get("runtime", [])
             rows.append(row)
             print(f"  {label['path']:32} static {[f'{c}@{p}:{n}' for p, n, c in found]}"
-                  + (f" runtime {[(e['function'], e['verdict']) for e in row['runtime']]}" if with_runtime else ""),
+                  + (f" runtime {[(e['function'], e['verdict']) for e in row['runtime']]}"
+                     f" trace {[(e['function'], e['verdict']) for e in row['trace']]}" if with_runtime else ""),
                   flush=True)
     return rows
 
@@ -122,76 +131,74 @@ def cell(text: str, width: int = 110) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def verdict_cell(entries: list[dict] | None) -> str:
+    if entries is None:
+        return "-"
+    return "<br>".join(f"{e['function'].split('.')[-1]}: **{e['verdict']}** {cell(e.get('detail') or '', 90)}"
+                       for e in entries) or "none"
+
+
 def table(rows: list[dict]) -> tuple[str, list[str]]:
-    """The summary lines and the markdown table, plus a list of changes against the labels."""
-    with_runtime = rows and rows[0]["runtime"] is not None
-    by_class: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # static, runtime, total
-    false_static, false_runtime, wrong_reason, changes, lines = [], [], [], [], []
+    """The summary line and the markdown tables; changes against the labels are listed last."""
+    kinds = ["static"] + (["runtime", "trace"] if rows and rows[0]["runtime"] is not None else [])
+    by_class: dict[str, Counter] = defaultdict(Counter)
+    false, wrong_reason, changes, lines = defaultdict(list), [], [], []
     for row in rows:
         label = row["label"]
         if label["status"] == "correct":
-            false_static += [f"{label['path']} {p}:{n} {c}" for p, n, c in row["static"]]
-            if with_runtime:
-                false_runtime += [f"{label['path']} {e['function']}: {e['verdict']} {cell(e.get('detail') or '', 80)}"
-                                  for e in row["runtime"] if e["verdict"] in ("mismatch", "error")]
+            false["static"] += [f"{label['path']}: {p}:{n} {c}" for p, n, c in row["static"]]
+            for kind in kinds[1:]:
+                false[kind] += [f"{label['path']}: {kind} {e['function'].split('.')[-1]}: {e['verdict']} "
+                                f"{cell(e.get('detail') or '', 80)}" for e in flagged(row[kind])]
             continue
-        s = caught_statically(label, row["static"])
-        r = caught_at_runtime(label, row["runtime"]) if with_runtime else None
-        if with_runtime and not r and flagged(row["runtime"]):
-            wrong_reason.append(f"{label['path']}: " + "; ".join(
-                f"{e['function']}: {e['verdict']} {cell(e.get('detail') or '', 100)}" for e in flagged(row["runtime"])))
-        counts = by_class[label["class"]]
-        counts[0] += s
-        counts[1] += bool(r)
-        counts[2] += 1
-        row["caught"] = (s, r)
-        if s != (label["static"] == "caught"):
-            changes.append(f"{label['path']}: static now {'caught' if s else 'missed'} (label says {label['static']})")
-        if with_runtime and r != (label["runtime"] == "caught"):
-            changes.append(f"{label['path']}: runtime now {'caught' if r else 'missed'} (label says {label['runtime']})")
+        row["caught"] = {"static": caught_statically(label, row["static"])}
+        for kind in kinds[1:]:
+            row["caught"][kind] = caught_at_runtime(label, row[kind])
+            if not row["caught"][kind] and flagged(row[kind]):
+                wrong_reason.append(f"{label['path']} ({kind}): " + "; ".join(
+                    f"{e['function'].split('.')[-1]}: {e['verdict']} {cell(e.get('detail') or '', 100)}"
+                    for e in flagged(row[kind])))
+        by_class[label["class"]].update({"bugs": 1, **{k: int(v) for k, v in row["caught"].items()}})
+        for kind, hit in row["caught"].items():
+            if hit != (label.get(kind) == "caught"):
+                changes.append(f"{label['path']}: {kind} now {'caught' if hit else 'missed'} (label says {label.get(kind)})")
     buggy = [r for r in rows if r["label"]["status"] == "buggy"]
-    n_static = sum(r["caught"][0] for r in buggy)
-    summary = [f"static recall {n_static}/{len(buggy)}"]
-    if with_runtime:
-        n_rt = sum(bool(r["caught"][1]) for r in buggy)
-        n_any = sum(r["caught"][0] or bool(r["caught"][1]) for r in buggy)
-        summary += [f"runtime recall {n_rt}/{len(buggy)}", f"either {n_any}/{len(buggy)}"]
-    correct = len(rows) - len(buggy)
-    summary += [f"false static findings {len(false_static)} (on {correct} correct modules)"]
-    if with_runtime:
-        summary += [f"false runtime verdicts {len(false_runtime)}"]
-    lines += ["| class | bugs | static | runtime |", "| --- | --- | --- | --- |"]
-    for cls, (s, r, n) in sorted(by_class.items()):
-        lines.append(f"| {cls} | {n} | {s} | {r if with_runtime else '-'} |")
-    lines += ["", "| module | status | class | expected | static findings | runtime verdict | caught |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    n = len(buggy)
+    summary = [f"{kind} recall {sum(r['caught'][kind] for r in buggy)}/{n}" for kind in kinds]
+    if len(kinds) > 1:
+        summary.append(f"any {sum(any(r['caught'].values()) for r in buggy)}/{n}")
+    summary.append(f"on {len(rows) - n} correct modules: " + ", ".join(
+        f"{len(false[kind])} false {'findings' if kind == 'static' else kind + ' verdicts'}" for kind in kinds))
+    lines += ["| class | bugs | " + " | ".join(kinds) + " |", "| --- " * (len(kinds) + 2) + "|"]
+    for cls, counts in sorted(by_class.items()):
+        lines.append(f"| {cls} | {counts['bugs']} | " + " | ".join(str(counts[k]) for k in kinds) + " |")
+    lines += ["", "| module | status | class | expected | static findings | --runtime=all | trace (one step) | caught |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         label = row["label"]
         found = ", ".join(f"{c} {p}:{n}" for p, n, c in row["static"]) or "-"
-        rt = "-" if row["runtime"] is None else (
-            "<br>".join(f"{e['function']}: **{e['verdict']}** {cell(e.get('detail') or '', 90)}" for e in row["runtime"])
-            or "none")
         if label["status"] == "correct":
-            caught = "false finding" if row["static"] or "**mismatch**" in rt or "**error**" in rt else "ok (correct)"
+            wrong = row["static"] or any(flagged(row[k]) for k in kinds[1:])
+            caught = "false finding" if wrong else "ok (correct)"
+            expected = "none"
         else:
-            s, r = row["caught"]
-            caught = "+".join([w for w, hit in (("static", s), ("runtime", r)) if hit]) or "**missed**"
-            if not r and row["runtime"] and flagged(row["runtime"]):
-                caught += " (runtime flags another thing)"
-        expected = (", ".join(label.get("codes", [])) or "(no rule)") + (f" at {', '.join(label['at'])}" if label.get("at") else "")
-        lines.append(f"| `{label['path']}` | {label['status']} | {label.get('class', '-')} | {expected if label.get('at') else 'none'} | "
-                     f"{found} | {rt} | {caught} |")
+            caught = "+".join(k for k, hit in row["caught"].items() if hit) or "**missed**"
+            expected = (", ".join(label.get("codes", [])) or "(no rule)") + f" at {', '.join(label['at'])}"
+        lines.append(f"| `{label['path']}` | {label['status']} | {label.get('class', '-')} | {expected} | {found} | "
+                     f"{verdict_cell(row['runtime'])} | {verdict_cell(row['trace'])} | {caught} |")
     lines += ["", "## Misses and false findings, with what the model would need", ""]
-    for row in rows:
-        label = row["label"]
-        if label.get("miss"):
-            lines.append(f"- **`{label['path']}`** ({label.get('class', 'correct')}): {cell(label['miss'], 2000)}")
-    if false_static or false_runtime:
-        lines += ["", "False findings on correct modules:", ""] + [f"- {f}" for f in false_static + false_runtime]
+    lines += [f"- **`{r['label']['path']}`** ({r['label'].get('class', 'correct')}): {cell(r['label']['miss'], 3000)}"
+              for r in rows if r["label"].get("miss")]
+    for kind in kinds:
+        if false[kind]:
+            lines += ["", f"False {kind} {'findings' if kind == 'static' else 'verdicts'} on correct modules:", ""]
+            lines += [f"- {f}" for f in false[kind]]
     if wrong_reason:
-        lines += ["", "Runtime verdicts on buggy modules that flag something other than the bug (not counted as caught):", ""]
+        lines += ["", "Verdicts on buggy modules that flag something other than the bug (not counted as caught):", ""]
         lines += [f"- {w}" for w in wrong_reason]
-    return "; ".join(summary), lines + ([""] + ["Changed since the labels were written:"] + [f"- {c}" for c in changes] if changes else [])
+    if changes:
+        lines += ["", "Changed since the labels were written:", ""] + [f"- {c}" for c in changes]
+    return "; ".join(summary), lines
 
 
 def write_results(summary: str, lines: list[str]) -> None:
@@ -201,10 +208,12 @@ def write_results(summary: str, lines: list[str]) -> None:
         "",
         "`python bench/heldout.py` (corpus: `fixtures/heldout/`, labels: `fixtures/heldout/LABELS.toml`;",
         "`python bench/heldout.py --verify` confirms every label with TensorFlow 2.21 + Keras 3).",
-        "Static = `cglint --isolated fixtures/heldout`; runtime = `cglint --isolated --runtime=all MODULE`.",
-        "A bug is caught statically when a finding with the label's code lands on the bug's line, at",
-        "runtime when a `mismatch`/`error` verdict on the labelled function shows the bug's own symptom",
-        "(the class's words in its detail; a verdict for another reason is listed apart, not counted).",
+        "Static = `cglint --isolated fixtures/heldout`; runtime = `cglint --isolated --runtime=all MODULE`;",
+        "trace = `cglint trace -- python bench/heldout.py --drive MODULE`, one training step of the module as a",
+        "program takes it (the label's `drive`).",
+        "A bug is caught statically when a finding with the label's code lands on the bug's line, by",
+        "runtime or trace when a `mismatch`/`error` verdict on the labelled function shows the bug's own",
+        "symptom (the class's words in its detail; a verdict for another reason is listed apart, not counted).",
         "",
         f"**{summary}**",
         "",
@@ -584,14 +593,40 @@ def check_value_named_weights(m):
     return f"d/x, d/w_value, d/w_gate match autodiff eagerly and under tf.function (max gap {gap:.1e})"
 
 
+def drive(path: str) -> None:
+    """One training step of a corpus module, as its label's `drive` says (the program that
+    `cglint trace` runs)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.path.insert(0, str(CORPUS))
+    import keras
+    import tensorflow as tf
+
+    label = next(label for label in labels() if label["path"] == path)
+    x = tf.random.stateless_normal([4, 6], seed=[1, 2])
+
+    def step(fn, *inputs):
+        inputs = inputs or (x,)
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            y = fn(*inputs)
+        return tape.gradient(y, [*inputs, *getattr(fn, "trainable_variables", [])])
+
+    module = importlib.import_module(path.removesuffix(".py"))
+    exec(label["drive"], {"m": module, "tf": tf, "keras": keras, "x": x, "step": step})
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("only", nargs="*", help="module path prefixes (default: all; then no results file is written)")
     ap.add_argument("--verify", action="store_true", help="confirm every label with TensorFlow")
     ap.add_argument("--static", action="store_true", help="static rules only; writes no results file")
+    ap.add_argument("--drive", metavar="PATH", help="run one training step of a corpus module (for cglint trace)")
     args = ap.parse_args()
     if args.verify:
         return verify()
+    if args.drive:
+        drive(args.drive)
+        return 0
     rows = lint(with_runtime=not args.static, only=args.only)
     summary, lines = table(rows)
     print("\n".join(lines))

@@ -34,11 +34,11 @@ def test_labels_cover_the_corpus_and_are_well_formed():
     buggy = [label for label in LABELS if label["status"] == "buggy"]
     assert len(LABELS) >= 16 and len(buggy) * 3 >= len(LABELS) * 1.5 and len(buggy) < len(LABELS)
     for label in LABELS:
-        assert label["status"] in ("buggy", "correct") and label["bug"]
+        assert label["status"] in ("buggy", "correct") and label["bug"] and label["drive"]
         if label["status"] == "buggy":
             assert label["class"] and label["function"] and label["at"]
-            assert label["static"] in ("caught", "missed") and label["runtime"] in ("caught", "missed")
-            if "missed" in (label["static"], label["runtime"]):
+            assert all(label[kind] in ("caught", "missed") for kind in ("static", "runtime", "trace"))
+            if "missed" in (label["static"], label["runtime"], label["trace"]):
                 assert len(label.get("miss", "")) > 30, f"{label['path']}: say why it is missed"
             for at in label["at"]:
                 path, line = at.rsplit(":", 1)
