@@ -411,7 +411,7 @@ class BoundaryQueries:
                 else:
                     out += self._merged(arg.value, scope, depth)
         elif isinstance(table, cst.DictComp):
-            out += self._comprehended(table, depth)
+            out += self._comprehended(table, scope, depth)
         if isinstance(table, (cst.Dict, cst.Call, cst.DictComp)):
             out += self._fills(table, depth)
         return out[:MAX_ENTRIES]
@@ -420,18 +420,18 @@ class BoundaryQueries:
         """The entries of the tables `expr` may be (merged into another: `**BASE`, `update(BASE)`)."""
         return [e for m, t, w in self._tables(expr, scope, depth + 1) for e in m._table_entries(t, w, depth + 1)]
 
-    def _comprehended(self, comp: cst.DictComp, depth: int) -> list[Entry]:
+    def _comprehended(self, comp: cst.DictComp, scope: Scope, depth: int) -> list[Entry]:
         """`{fn.__name__: fn for fn in ALL_OBJECTS}` (Keras's activations): one entry per element
         of the iterated table, keyed by the element's def name where the key is `__name__`."""
-        scope = self.scope_of.get(comp)
         loop = comp.for_in
-        if scope is None or loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name) \
+        if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name) \
                 or not (isinstance(comp.value, cst.Name) and comp.value.value == loop.target.value):
             return []
         by_name = isinstance(comp.key, cst.Attribute) and comp.key.attr.value == "__name__" \
             and isinstance(comp.key.value, cst.Name) and comp.key.value.value == loop.target.value
         out: list[Entry] = []
-        outer = scope.parent or self.root
+        own = self.scope_of.get(comp)  # the comprehension's own scope, when it has one
+        outer = own.parent if own is not None and own.parent is not None else scope
         for model, value, where in self._merged_values(loop.iter, outer, depth):
             key: Key = None
             if by_name:
