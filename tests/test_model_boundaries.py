@@ -382,18 +382,7 @@ class Clipper(tf.Module):
 
 # ---- registries, dict tables and project modules named by attribute -----------------------------
 
-GRADIENT_OPS = '''import tensorflow as tf
-
-
-@tf.custom_gradient
-def clip_gradient_norm(x):
-    """Identity forward; the backward clips the upstream gradient to norm 1."""
-
-    def grad(dy):
-        return tf.clip_by_norm(dy, 1.0)
-
-    return tf.identity(x), grad
-
+GRADIENT_OPS = CLIP_OPS + '''
 
 @tf.custom_gradient
 def scale_gradient(x):
