@@ -490,6 +490,57 @@ def head(features, weights):
     return tf.reduce_sum(gradient_ops.scale_gradient({kw}hidden) * 10.0)
 '''
 
+# A package's `__init__` re-exports the ops; the model names them through the package.
+PACKAGE_INIT = "from .ops import clip_gradient_norm, scale_gradient\n"
+
+PACKAGE_HEAD = '''import tensorflow as tf
+
+import mypkg
+
+
+def head(features, weights):
+    hidden = mypkg.clip_gradient_norm({kw}tf.matmul(features, weights))
+    return tf.reduce_sum(mypkg.scale_gradient({kw}hidden) * 10.0)
+'''
+
+# Backward functions registered by a decorator, looked up through the module by a constant key.
+BACKWARD_REGISTRY = '''import tensorflow as tf
+
+BACKWARD = {{}}
+
+
+def backward_of(name):
+    """Registers the backward of activation `name`: `fn(x, dy) -> dx`."""
+
+    def decorate(fn):
+        BACKWARD[name] = fn
+        return fn
+
+    return decorate
+
+
+@backward_of("softplus")
+def softplus_backward(x, dy):
+    return {grad}
+
+
+@backward_of("relu6")
+def relu6_backward(x, dy):
+    return dy * tf.cast((x > 0.0) & (x < 6.0), dy.dtype)
+'''
+
+REGISTERED_SOFTPLUS = '''import functools
+
+import tensorflow as tf
+
+from . import backward
+
+
+@tf.custom_gradient
+def softplus(x):
+    return tf.math.softplus(x), functools.partial(backward.BACKWARD["softplus"], x)
+'''
+
 # A base class of a project module named by attribute.
 SQUARE_BY_MODULE = SQUARE.replace("from .base import SavedTensorsOp", "from . import base") \
     .replace("class Square(SavedTensorsOp)", "class Square(base.SavedTensorsOp)")
@@ -580,6 +631,19 @@ CASES = {
                             [("CG010", 8), ("CG010", 9)]),
     # TensorFlow: [1, 2].
     "module_attr_valid": ({"ops": GRADIENT_OPS, "model": MODULE_ATTR_HEAD.format(kw="")}, "model", []),
+    # TensorFlow: [10, 20] through `mypkg.clip_gradient_norm(x=...)`, re-exported by the package's `__init__`.
+    "package_reexport_invalid": ({"__init__": PACKAGE_INIT, "ops": GRADIENT_OPS, "model": PACKAGE_HEAD.format(kw="x=")},
+                                 "model", [("CG010", 7), ("CG010", 8)]),
+    # TensorFlow: [1, 2].
+    "package_reexport_valid": ({"__init__": PACKAGE_INIT, "ops": GRADIENT_OPS, "model": PACKAGE_HEAD.format(kw="")},
+                               "model", []),
+    # TensorFlow: 3 * softplus(0.5) has gradient 0.6225 through the registered backward (`dy`
+    # dropped); 1.8674 is right.
+    "grad_registry_invalid": ({"backward": BACKWARD_REGISTRY.format(grad="tf.sigmoid(x)"),
+                               "activations": REGISTERED_SOFTPLUS}, "activations", [("CG009", 10)]),
+    # TensorFlow: 1.8674.
+    "grad_registry_valid": ({"backward": BACKWARD_REGISTRY.format(grad="dy * tf.sigmoid(x)"),
+                             "activations": REGISTERED_SOFTPLUS}, "activations", []),
     # TensorFlow: 5 * Square()(3.0) has gradient 6.0 through `base.SavedTensorsOp`'s backward (`dy` dropped).
     "module_attr_base_invalid": ({"base": BASE.format(grad="2.0 * x"), "square": SQUARE_BY_MODULE}, "square",
                                  [("CG009", 11)]),

@@ -452,11 +452,12 @@ class BoundaryQueries:
         if id(table) in memo:
             return memo[id(table)][1]
         memo[id(table)] = (table, [])  # a registry filled from itself finds nothing more
-        words = {n for _, n in self._bound_names.get(id(table), ())} | self._attribute_names(table)
-        if self.path is not None:
-            words.add(os.path.splitext(os.path.basename(self.path))[0])
+        # Only a registry other modules can reach (bound at module level, or an attribute of a
+        # class) is looked for in the modules of its directory.
+        words = {n for scope, n in self._bound_names.get(id(table), ()) if scope is self.root} | self._attribute_names(table)
         models: list[ModuleModel] = [self]
         if self.project is not None and self.path is not None and words:
+            words.add(os.path.splitext(os.path.basename(self.path))[0])
             models += [m for m in self.project.sibling_models(self.path, tuple(sorted(words)), self.memo("_scanned_memo"),
                                                                    MAX_SIBLINGS) if m is not self and m.path != self.path]
         for m in models[1:]:
