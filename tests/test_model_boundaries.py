@@ -459,6 +459,31 @@ def head(features, weights, op_name):
     return tf.reduce_sum(hidden * 10.0)
 '''
 
+# A class-level registry: `@GradientOps.register(name)` and `GradientOps.get(name)` are classmethods.
+REGISTRY_CLASSMETHODS = '''class GradientOps:
+    """Gradient-shaping ops by name."""
+
+    _ops = {}
+
+    @classmethod
+    def register(cls, name):
+        def decorate(fn):
+            cls._ops[name] = fn
+            return fn
+
+        return decorate
+
+    @classmethod
+    def get(cls, name):
+        return cls._ops[name]
+'''
+
+CLASSMETHOD_REGISTERED_OPS = CLASS_REGISTERED_OPS.replace("import GRADIENT_OPS", "import GradientOps") \
+    .replace("@GRADIENT_OPS.register", "@GradientOps.register")
+
+REGISTRY_CLASSMETHOD_HEAD = REGISTRY_CLASS_HEAD.replace("import GRADIENT_OPS", "import GradientOps") \
+    .replace("GRADIENT_OPS.get", "GradientOps.get")
+
 # Tables made with dict(...), .update() and a comprehension keyed by __name__ (Keras's activations).
 TABLES = GRADIENT_OPS + '''
 
@@ -619,6 +644,12 @@ CASES = {
     # TensorFlow: [1, 2].
     "registry_class_valid": ({"registry": REGISTRY_CLASS, "ops": CLASS_REGISTERED_OPS,
                               "model": REGISTRY_CLASS_HEAD.format(kw="")}, "model", []),
+    # TensorFlow: [10, 20] through the classmethods `GradientOps.register("clip")` and `GradientOps.get(op_name)`.
+    "registry_classmethod_invalid": ({"registry": REGISTRY_CLASSMETHODS, "ops": CLASSMETHOD_REGISTERED_OPS,
+                                      "model": REGISTRY_CLASSMETHOD_HEAD.format(kw="x=")}, "model", [("CG010", 8)]),
+    # TensorFlow: [1, 2].
+    "registry_classmethod_valid": ({"registry": REGISTRY_CLASSMETHODS, "ops": CLASSMETHOD_REGISTERED_OPS,
+                                    "model": REGISTRY_CLASSMETHOD_HEAD.format(kw="")}, "model", []),
     # TensorFlow: [5, 10]: the keyword calls of the dict(...) entry and of the comprehension's
     # entry (keyed by `__name__`, which tf.custom_gradient keeps) skip clipping and the first
     # scaling; [1, 2] called positionally.

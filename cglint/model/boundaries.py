@@ -454,7 +454,8 @@ class BoundaryQueries:
         memo[id(table)] = (table, [])  # a registry filled from itself finds nothing more
         # Only a registry other modules can reach (bound at module level, or an attribute of a
         # class) is looked for in the modules of its directory.
-        words = {n for scope, n in self._bound_names.get(id(table), ()) if scope is self.root} | self._attribute_names(table)
+        words = {n for scope, n in self._bound_names.get(id(table), ())
+                 if scope is self.root or isinstance(scope.node, cst.ClassDef)} | self._attribute_names(table)
         models: list[ModuleModel] = [self]
         if self.project is not None and self.path is not None and words:
             words.add(os.path.splitext(os.path.basename(self.path))[0])
