@@ -769,6 +769,12 @@ def test_a_file_that_only_calls_an_imported_site_by_keyword_is_linted(tmp_path):
     assert cached() == expected
     # Linted alone with no package around it, the same text says nothing (no module to import).
     assert cglint_stdin(tmp_path, KEYWORD_CALLER) == []
+    # The editor's lint (the language server's incremental analysis) lets it through as well.
+    from cglint.lsp.incremental import Analysis
+    from cglint.rules import ALL_RULES
+
+    edited = Analysis().lint(KEYWORD_CALLER, str(tmp_path / "mypkg" / "model.py"), list(ALL_RULES))
+    assert [(d.code, d.line) for d in edited.result.diagnostics] == expected
 
 
 def cglint_stdin(cwd: Path, text: str, *args: str) -> list[tuple[str, int]]:
