@@ -6,7 +6,8 @@ custom-gradient site at all (docstrings, `custom_gradient.copy_handle_data`, Ker
 custom_gradient), so before libcst `ast` tells whether the module can matter to any rule: a
 use of TensorFlow's custom_gradient (decorator or call), or, for CG013, a TensorFlow module
 with a function that returns `(value, nested_def)`, or, for CG017, a TensorFlow module that
-mentions `gradient_override_map`. A module that can matter is analysed
+mentions `gradient_override_map`; or, for CG010, a module with a keyword call that imports a
+project module mentioning custom_gradient (`calls_project_site`). A module that can matter is analysed
 whole, however it is asked for (so every output format, the cache, the language server and
 flake8 give the same findings).
 """

@@ -4,13 +4,21 @@ is, when it is not a plain name bound to a def in this module.
 Grad fns, forwards and decorators are reached through a class hierarchy (`self._grad`,
 `cls._fwd`, `super()._grad`, bases in other project modules; a base that passes
 `self.forward` to `tf.custom_gradient` makes each subclass's `forward` a forward), through structures (a dict or list
-of functions indexed by a constant, `GRADS["gelu"]`; a field of a config object, namedtuple or
-dataclass built in the source, `cfg.grad_fn`), through factories (a call of a function that
+of functions indexed by a constant, `GRADS["gelu"]`, or by anything else, `ACTS[cfg.act]`, then
+any of its entries; a `dict(...)` call, a comprehension keyed by `fn.__name__`, `.update(...)`,
+`.get(key)`; a registry filled by `TABLE[key] = fn` or by a decorator that stores what it
+decorates, `@register("swish")` or a registry class's `@REGISTRY.register("swish")`, in the
+table's module and the modules of its directory; a field of a config object, namedtuple or
+dataclass built in the source, `cfg.grad_fn`), through project modules named by attribute
+(`ops.swish`, `mypkg.ops.Layer`, a package `__init__`'s re-exports), through factories (a call of a function that
 returns a nested def or lambda, `make_grad(x)`, in this module or another), through
 `functools.partial`, and through user decorators that apply `tf.custom_gradient` (`def
 cg_op(f): return tf.custom_gradient(f)`, a `functools.wraps` wrapper around it, or a decorator
 factory returning one). Every step is bounded (`MAX_DEPTH`, `MAX_CALLEES`); another module is
 read through the project index, which models each file once per content hash.
+
+`sites_reached` answers "which custom-gradient function is this callee" across the same
+boundaries: a call is a site's call only when every function the callee may be is one.
 
 A function found in another module is *adopted*: the names it reads are answered by its own
 module (`qualname`, `resolve`, `helper`), so rules asking the site's model about a grad fn
