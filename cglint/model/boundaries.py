@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -45,7 +45,7 @@ MAX_CALLEES = 8  # functions one expression may stand for before it is "unknown"
 MAX_ENTRIES = 64  # entries of one table (literal, comprehension, registry) read
 MAX_SIBLINGS = 32  # modules of a registry's directory searched for what fills it
 
-Key = Union[str, int, None]  # a table's key; None: not known statically
+Key = str | int | None  # a table's key; None: not known statically
 # (key, the model the value belongs to, the value: an expression or a registered def, its scope)
 Entry = tuple[Key, "ModuleModel", "cst.BaseExpression | cst.FunctionDef", Scope]
 
