@@ -156,7 +156,8 @@ def _qualname(expr: ast.expr, imports: dict[str, str]) -> str | None:
 # keyword call and imports a project module whose text mentions `custom_gradient` (directly or
 # through the modules that one imports: re-exports, registries). Text and stat calls only.
 
-_KEYWORD_CALL = re.compile(r"[\w)\]][ \t]*\((?:[^()\n]*,)?[ \t]*\w+[ \t]*=(?!=)")
+# an argument passed by keyword, over-approximated (`f(\n    x=t)`, `f(g(a), x=t)`; also `a, b = ...`)
+_KEYWORD_CALL = re.compile(r"[(,]\s*\w+[ \t]*=(?!=)")
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w., \t]*)|import[ \t]+([\w., \t]+))",
                      re.MULTILINE)
 MAX_IMPORTED = 32  # project modules read to decide
