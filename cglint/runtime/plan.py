@@ -75,6 +75,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
                 request["inputs"] = ", ".join(known[i] for i in range(len(known)))
             elif known:
                 request["hints"] = known  # the rest is searched
+            if (arity := _call_arity(model, site)) is not None:
+                request["arity"] = arity  # parameters with defaults that callers pass are inputs
         if _uses_nested_custom_gradient(model, site):
             request["order"] = 2  # the documented higher-order pattern: check what it is for
         if _COMPLEX.search(result.source):
@@ -83,8 +85,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             request["intentional"] = True
         name, skip = _import_name(model, site)
         request["function"] = name
-        if skip is not None and (owner := _owning_method(model, site)) is not None:
-            request["reach"] = owner  # the child builds the class and calls the method
+        if skip is not None and (owner := _owning_method(model, site) or _owning_function(model, site)) is not None:
+            request["reach"] = owner  # the child builds the class or calls the function that makes it
             skip = None
         planned.append(Planned(site, start, request, mine, skip, end))
     return planned
@@ -146,8 +148,9 @@ def _module_line(result: FileResult, d: Diagnostic) -> int:
 
 
 def _import_name(model: ModuleModel, site: GradientSite) -> tuple[str, str | None]:
-    """How the child reaches the function: `op`, `Class.method`, or the name a call form is
-    assigned to at module level. Functions nested in other functions are out of reach."""
+    """How the child reaches the function by import: `op`, `Class.method`, or the name a call
+    form is assigned to at module level. Functions nested in other functions are not importable
+    (`_owning_method` / `_owning_function` reach them by calling what makes them)."""
     outer = model.scope_of[site.forward].parent
     if outer is model.root:
         if isinstance(site.forward, cst.FunctionDef):
@@ -194,6 +197,24 @@ def _owning_method(model: ModuleModel, site: GradientSite) -> dict | None:
     return None
 
 
+def _owning_function(model: ModuleModel, site: GradientSite) -> dict | None:
+    """A custom gradient made inside a module-level function (a closure over its arguments, a
+    factory returning it, a wrapper): that function, and the site's qualified name as Python
+    gives it (`make.<locals>.op`). The child calls the function, and a callable it returns, and
+    checks the custom gradient where that reaches it, as `cglint trace` would."""
+    if isinstance(site.forward, cst.Lambda):
+        return None  # Python names every lambda `<lambda>`: nothing tells them apart
+    scope = model.scope_of[site.forward].parent
+    names = [site.name]
+    while scope is not None and isinstance(scope.node, cst.FunctionDef):
+        if scope.parent is model.root:
+            return {"function": scope.node.name.value, "site": site.name,
+                    "qualname": ".".join([scope.node.name.value, "<locals>"] + names)}
+        names = [scope.node.name.value, "<locals>"] + names
+        scope = scope.parent
+    return None
+
+
 def _comments_above(lines: list[str], start: int) -> list[str]:
     """The function's first line and the comment lines directly above it."""
     out = [lines[start - 1]] if start <= len(lines) else []
@@ -227,6 +248,16 @@ def _call_site_inputs(model: ModuleModel, site: GradientSite) -> dict[int, str]:
         if len(known) > len(best):
             best = known
     return best
+
+
+def _call_arity(model: ModuleModel, site: GradientSite) -> int | None:
+    """The most positional arguments the module's calls of the function pass (None without
+    calls): TensorFlow differentiates what is passed, and a defaulted parameter no caller passes
+    is no input (`def grad_reverse(x, scale=1.0)` called as `grad_reverse(x)` has one)."""
+    names = set(site.call_names) | ({site.forward.name.value} if isinstance(site.forward, cst.FunctionDef) else set())
+    counts = [len(call.args) for call, _ in model.all_calls
+              if isinstance(call.func, cst.Name) and call.func.value in names and not any(a.star for a in call.args)]
+    return max(counts) if counts else None
 
 
 def _number_spec(node: cst.BaseExpression) -> str | None:
