@@ -144,3 +144,148 @@ def test_sizes_written_in_the_module_are_never_built(tmp_path, name):
     run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "op.py"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=60, preexec_fn=limit)
     assert (run.returncode, run.stderr) == (0, ""), run.stderr[-500:]
+
+
+# ---- functions with several statements, loops ------------------------------------------------
+# Each was checked in TensorFlow 2.21 (the custom gradient against autodiff of the same forward):
+# reading `x` matched, reading `y` did not.
+
+HELPER = """
+import tensorflow as tf
+
+
+def _mix(t, k=2.0):
+    if k == 0.0:
+        return tf.zeros_like(t)
+    a, b = tf.sin(t), tf.cos(t)
+    scaled = a * k
+    return scaled + b
+
+
+@tf.custom_gradient
+def wave(x):
+    y = _mix(x)
+
+    def grad(dy):
+        return dy * (2.0 * tf.cos({read}) - tf.sin({read}))
+
+    return y, grad
+"""
+
+SERIES = """
+import tensorflow as tf
+
+
+def _series(t, n=6):
+    total = tf.zeros_like(t)
+    term = tf.ones_like(t)
+    for k in range(1, n):
+        term = term * t / k
+        total += term
+    return total
+
+
+@tf.custom_gradient
+def expm1_series(x):
+    y = _series(x)
+
+    def grad(dy):
+        return dy * (1.0 + _series({read}, n=5))
+
+    return y, grad
+"""
+
+WHILE = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def power4(x):
+    _, y = tf.while_loop(lambda i, acc: i < 4, lambda i, acc: (i + 1, acc * x), (0, tf.ones_like(x)))
+
+    def grad(dy):
+        return dy * 4.0 * {read} ** 3
+
+    return y, grad
+"""
+
+# `tf.where` picks `tf.sinh` at every sample: the branch cglint has no NumPy version of
+# (`bessel_i1e`) reaches neither the output nor its derivative there.
+WHERE = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def sinh_guarded(x):
+    y = tf.where(tf.abs(x) < 100.0, tf.sinh(x), tf.math.bessel_i1e(x))
+
+    def grad(dy):
+        return dy * tf.cosh({read})
+
+    return y, grad
+"""
+
+
+@pytest.mark.parametrize("code,at", [
+    # A helper with an early return, tuple unpacking and locals, a default argument.
+    (HELPER, (18, 16)),
+    # A Python loop over `range` accumulating a series (`+=`), called with a keyword.
+    (SERIES, (19, 16)),
+    # `tf.while_loop` with lambdas as cond and body.
+    (WHILE, (10, 16)),
+    (WHERE, (10, 16)),
+])
+def test_functions_loops_and_where_are_evaluated(code, at):
+    assert cg005(code.replace("{read}", "y")) == [at]
+    assert cg005(code.replace("{read}", "x")) == []
+
+
+# Loops the module sizes: each would be found if evaluated (the grad fn reads `y` for `x`), so
+# nothing found means it was not; the lint ends at once.
+ENDLESS = {
+    "evaluable": "_sum_over(range(3), t, inner=2)",  # the same maths, bounded: found
+    "while_loop": "tf.while_loop(lambda i, a: i > -1.0, lambda i, a: (i + 1.0, a), (0.0, t))[1]",
+    "while_loop_bare_cond": "tf.while_loop(lambda i: True, lambda i: i + 1.0, [t])[0] * 0.0 + t",
+    "huge_range": "_sum_over(range(10 ** 9), t)",
+    "nested_loops": "_sum_over(range(4000), t, inner=4000)",
+    "recursion": "_again(t)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENDLESS))
+def test_loops_the_module_sizes_are_bounded(tmp_path, name):
+    import subprocess
+    import sys
+
+    (tmp_path / "op.py").write_text(textwrap.dedent(f"""\
+        import tensorflow as tf
+
+
+        def _sum_over(items, t, inner=1):
+            out = t
+            for i in items:
+                for j in range(inner):
+                    out = out + 0.0 * t
+            return out
+
+
+        def _again(t):
+            return _again(t)
+
+
+        def _through(t):
+            return {ENDLESS[name]}
+
+
+        @tf.custom_gradient
+        def op(x):
+            y = _through(x) ** 3
+
+            def grad(dy):
+                return dy * 3.0 * y ** 2
+
+            return y, grad
+        """))
+    run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "--select", "CG005", "op.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stderr) == (1 if name == "evaluable" else 0, ""), run.stdout + run.stderr[-500:]

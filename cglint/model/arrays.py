@@ -190,7 +190,8 @@ OPS: dict[str, Callable] = {
 
 # Python builtins the maths may use.
 def _range(*args):
-    r = range(*args)
+    # The evaluator reads every number literal as a float: `range(1, n)` takes whole ones.
+    r = range(*(int(a) if isinstance(a, float) and a == int(a) else a for a in args))
     bounded(len(r))
     return r
 

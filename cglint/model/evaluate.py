@@ -3,10 +3,10 @@ can be judged by its values instead of by its spelling.
 
 Only the project's own NumPy versions of TensorFlow / Keras ops (`cglint.model.arrays`), Python
 arithmetic, literals, tuples, dicts, one-loop list comprehensions, variables (by identity, with
-sample values the caller gives) and the module's helpers that compute one return from their
-parameters are evaluated; the user's code is read, never run. An expression holding anything
-else (a call the table does not know, a helper with loops, a name bound under conditions the
-caller did not pick) cannot be evaluated: `Unknown`, and nothing is claimed about it.
+sample values the caller gives) and the module's functions, lambdas and bounded loops
+(`cglint.model.interpret`) are evaluated; the user's code is read, never run. An expression
+holding anything else (a call the table does not know, a name bound under conditions the caller
+did not pick) cannot be evaluated: `Unknown`, and nothing is claimed about it.
 """
 
 from __future__ import annotations
@@ -16,26 +16,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import libcst as cst
 
+from cglint.model.interpret import Function, Interpreter, Unknown, Var, unwrap
 from cglint.model.ops import tf_op_name
 from cglint.model.scopes import Param, Scope, Unpacked
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
-
-
-class Unknown(Exception):
-    """The expression holds something the evaluator does not compute."""
-
-
-class Var:
-    """A variable's sample value; compared by identity, as `variables` and `w.ref()` are."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def unwrap(value: Any) -> Any:
-    return value.value if isinstance(value, Var) else value
 
 
 def _bounded(op: Callable) -> Callable:
@@ -69,16 +55,18 @@ _BINARY = {t: _bounded(op) for t, op in {
     cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b, cst.Multiply: lambda a, b: a * b,
     cst.Divide: lambda a, b: a / b, cst.Power: _power, cst.MatrixMultiply: _matmul,
 }.items()}
+_BINARY.update({cst.BitAnd: _bounded(lambda a, b: a & b), cst.BitOr: _bounded(lambda a, b: a | b)})
 _COMPARE = {
     cst.LessThan: lambda a, b: a < b, cst.GreaterThan: lambda a, b: a > b,
     cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThanEqual: lambda a, b: a >= b,
     cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b,
+    cst.Is: lambda a, b: a is b, cst.IsNot: lambda a, b: a is not b,  # `x is None`
 }
 _CONSTANTS = {"numpy.pi": math.pi, "math.pi": math.pi, "numpy.e": math.e, "math.e": math.e,
               "tensorflow.newaxis": None, "numpy.newaxis": None}
 
 
-class Evaluator:
+class Evaluator(Interpreter):
     """Values of expressions of one module at one point, given values for some parameters
     (`env`: the Param bindings by node identity) and variables (`variables`: by the call that
     creates them). `swap` reads another name where a given Name node is read (by identity);
@@ -96,9 +84,11 @@ class Evaluator:
         self.choices: dict[tuple[int, str], int] = {}  # names bound more than once, met so far
         self.variables, self.swap = variables or {}, swap or {}
         self.frozen, self.record = frozen if frozen is not None else {}, record
-        self.locals: dict[str, Any] = {}  # comprehension targets
+        self.locals: dict[str, Any] = {}  # comprehension targets, the running function's names
         self.memo: dict[tuple[int, int], Any] = {}
-        self.helpers: list[cst.FunctionDef] = []  # the helpers being evaluated
+        self.helpers: list[cst.CSTNode] = []  # the functions running
+        self.frames: list[Scope] = []  # their scopes: their names are in `locals` or unbound
+        self.steps = 0
 
     def value(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Any:
         if depth > 60:
@@ -118,10 +108,20 @@ class Evaluator:
                 return -inner
             if isinstance(expr.operator, cst.Plus):
                 return inner
+            if isinstance(expr.operator, cst.Not):
+                return not self.truth(inner)
             raise Unknown(type(expr.operator).__name__)
-        if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _BINARY:
-            return _BINARY[type(expr.operator)](unwrap(self.value(expr.left, scope, d)),
-                                                unwrap(self.value(expr.right, scope, d)))
+        if isinstance(expr, cst.BinaryOperation):
+            return self.binary(type(expr.operator), self.value(expr.left, scope, d), self.value(expr.right, scope, d))
+        if isinstance(expr, cst.BooleanOperation):  # Python's `and` / `or`, on one value each
+            left = self.value(expr.left, scope, d)
+            if self.truth(left) == isinstance(expr.operator, cst.Or):
+                return left
+            return self.value(expr.right, scope, d)
+        if isinstance(expr, cst.IfExp):
+            return self.value(expr.body if self.truth(self.value(expr.test, scope, d)) else expr.orelse, scope, d)
+        if isinstance(expr, cst.Lambda) and expr in self.model.scope_of:
+            return Function(expr, self.model.scope_of[expr], self.locals)
         if (isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1
                 and type(expr.comparisons[0].operator) in _COMPARE):
             return _COMPARE[type(expr.comparisons[0].operator)](
@@ -146,6 +146,12 @@ class Evaluator:
         raise Unknown(type(expr).__name__)
 
     @staticmethod
+    def binary(operator: type, left: Any, right: Any) -> Any:
+        if operator not in _BINARY:
+            raise Unknown(operator.__name__)
+        return _BINARY[operator](unwrap(left), unwrap(right))
+
+    @staticmethod
     def _key(key: Any) -> Any:
         if isinstance(key, (Var, str, int, float, bool, tuple)):
             return key
@@ -158,14 +164,18 @@ class Evaluator:
         items = self.value(loop.iter, scope, depth)
         if not isinstance(items, (list, tuple)):
             raise Unknown("comprehension over a non-list")
-        name, saved = loop.target.value, dict(self.locals)
+        name, missing = loop.target.value, object()
+        saved = self.locals.get(name, missing)  # restored in place: closures hold this dict
         out = []
         try:
             for item in items:
                 self.locals[name] = item
                 out.append(self.value(expr.elt, scope, depth))
         finally:
-            self.locals = saved
+            if saved is missing:
+                self.locals.pop(name, None)
+            else:
+                self.locals[name] = saved
         return out
 
     def _subscript(self, expr: cst.Subscript, scope: Scope, depth: int) -> Any:
@@ -247,57 +257,68 @@ class Evaluator:
             if self.record:
                 self.frozen[id(call)] = value
             return value
+        if op == "where" and len(call.args) == 3 and not any(a.keyword for a in call.args):
+            return self._where(call, scope, depth)
         fn = self.ops.OPS.get(op) if op is not None else None
         if fn is None and isinstance(call.func, cst.Name) and scope.lookup(call.func.value) is None:
             fn = self.ops.BUILTINS.get(call.func.value)
+        if fn is None and op != "while_loop":
+            fn = self._function(call, scope, depth)
         args = [unwrap(self.value(a.value, scope, depth)) for a in call.args if a.keyword is None]
         kwargs = {a.keyword.value: unwrap(self.value(a.value, scope, depth)) for a in call.args if a.keyword is not None}
-        if fn is None:
-            return self._helper(call, scope, depth, args, kwargs)
+        if op == "while_loop":
+            return self.while_loop(args, kwargs, depth)
+        if isinstance(fn, Function):
+            return self.call_function(fn, args, kwargs, depth)
         try:
             return fn(*args, **kwargs)
         except TypeError as e:  # a signature the table does not accept, or values it does not take
             raise Unknown(f"call {op}: {e}") from None
 
-    def _helper(self, call: cst.Call, scope: Scope, depth: int, args: list, kwargs: dict) -> Any:
-        """A function of this module whose body computes its one return from its parameters
-        (`_unbroadcast(g, like)`): its maths with the call's values, read like the forward's."""
+    def _function(self, call: cst.Call, scope: Scope, depth: int) -> Function:
+        """The callee when it is a def or lambda of this module (`_unbroadcast(g, like)`), or one
+        made by the function running: it is run on the call's values."""
+        if isinstance(call.func, cst.Name) and isinstance(self.locals.get(call.func.value), Function):
+            return self.locals[call.func.value]
         helper = self.model.helper(call.func, scope)
-        node = helper.node if helper is not None and helper.model is self.model else None
-        if node is None or node.decorators or len(helper.returned()) != 1 or len(self.helpers) > 3:
+        if helper is None or helper.model is not self.model:
+            try:  # a lambda bound to a name, a def passed in as a parameter
+                fn = self.value(call.func, scope, depth)
+            except Unknown:
+                fn = None
+            if isinstance(fn, Function):
+                return fn
             raise Unknown(f"call {self.model.qualname(call.func)}")
-        p = node.params
-        if p.kwonly_params or p.posonly_params or p.star_kwarg or isinstance(p.star_arg, cst.Param):
-            raise Unknown("helper parameters")
-        names = [q.name.value for q in p.params]
-        values = dict(zip(names, args))
-        if len(args) > len(names) or set(kwargs) - set(names) or set(values) & set(kwargs):
-            raise Unknown("helper arguments")
-        values.update(kwargs)
-        params = {}
-        for q in p.params:
-            if q.name.value not in values:
-                raise Unknown("helper default")
-            param = next((b for b in helper.scope.bindings.get(q.name.value, []) if isinstance(b, Param)), None)
-            params[id(param)] = values[q.name.value]
-        saved = self.env, self.memo, self.locals
-        self.env, self.memo, self.locals = {**self.env, **params}, {}, {}
-        self.helpers.append(node)
-        try:
-            return self.value(helper.returned()[0], helper.scope, depth)
-        finally:
-            self.env, self.memo, self.locals = saved
-            self.helpers.pop()
+        return Function(helper.node, helper.scope, {})
+
+    def _where(self, call: cst.Call, scope: Scope, depth: int) -> Any:
+        """`tf.where(c, x, y)`: where `c` holds one value everywhere, the branch it does not pick
+        need not be evaluable (its values reach neither the output nor its derivative)."""
+        c, x, y = (call.args[i].value for i in range(3))
+        cond = unwrap(self.value(c, scope, depth))
+        picked = self.np.asarray(self.ops.OPS["where"](cond, 1.0, 0.0))
+        branches = []
+        for branch, used in ((x, picked.any()), (y, not picked.all())):
+            try:
+                branches.append(unwrap(self.value(branch, scope, depth)))
+            except Unknown:
+                if used:
+                    raise
+                branches.append(None)
+        x_value, y_value = (b if b is not None else o for b, o in zip(branches, branches[::-1]))
+        return self.ops.OPS["where"](cond, x_value, y_value)
 
     def _name(self, name: cst.Name, scope: Scope, depth: int) -> Any:
-        if name.value in self.locals:
-            return self.locals[name.value]
         if id(name) in self.swap:
             return self._name(cst.Name(self.swap[id(name)]), scope, depth)
+        if name.value in self.locals:
+            return self.locals[name.value]
         found = scope.lookup(name.value)
         if found is None:
             raise Unknown(name.value)
         owner = found[0]
+        if any(owner is f for f in self.frames):
+            raise Unknown(f"{name.value} not bound yet")
         seq = self.model._read_seq.get(id(name))
         values = owner.visible(name.value, seq if owner is scope else None)
         if not 1 <= len(values) <= 4:
@@ -320,15 +341,21 @@ class Evaluator:
         key = (id(value), id(owner))
         if key in self.memo:
             return self.memo[key]
-        if isinstance(value, Unpacked):
-            source = unwrap(self.value(value.source, owner, depth + 1))
-            if not isinstance(source, (tuple, list)) or value.index >= len(source):
-                raise Unknown(f"unpacking {name.value}")
-            result = source[value.index]
-        elif isinstance(value, cst.BaseExpression):
-            result = self.value(value, owner, depth + 1)
-        else:
-            raise Unknown(name.value)
+        saved, self.locals = self.locals, {}  # the running function's names are not the owner's
+        try:
+            if isinstance(value, Unpacked):
+                source = unwrap(self.value(value.source, owner, depth + 1))
+                if not isinstance(source, (tuple, list)) or value.index >= len(source):
+                    raise Unknown(f"unpacking {name.value}")
+                result = source[value.index]
+            elif isinstance(value, cst.BaseExpression):
+                result = self.value(value, owner, depth + 1)
+            elif isinstance(value, cst.FunctionDef) and value in self.model.scope_of:
+                result = Function(value, self.model.scope_of[value], {})
+            else:
+                raise Unknown(name.value)
+        finally:
+            self.locals = saved
         self.memo[key] = result
         return result
 
