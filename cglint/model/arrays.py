@@ -168,7 +168,8 @@ OPS: dict[str, Callable] = {
         "softplus": lambda a: np.logaddexp(0.0, a), "softsign": lambda a: a / (1.0 + np.abs(a)),
         "negative": np.negative, "abs": np.abs, "sign": np.sign, "relu": lambda a: np.maximum(a, 0.0),
         "floor": np.floor, "ceil": np.ceil, "round": np.round, "erf": _erf, "erfc": lambda a: 1.0 - _erf(a),
-        "identity": lambda a: a, "logical_not": lambda a: a == 0,
+        "identity": lambda a: a, "logical_not": lambda a: a == 0, "bessel_i0": np.i0,
+        "bessel_i0e": lambda a: np.exp(-np.abs(a)) * np.i0(a),
     }.items()},
     **{name: _binary(fn) for name, fn in {
         "multiply": np.multiply, "add": np.add, "subtract": np.subtract, "divide": np.divide,

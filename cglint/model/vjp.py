@@ -90,7 +90,7 @@ class _Check:
         self.vars_param = self._param(self.grad.scope, vp, required=False) if vp else None
         if site.variables and self.vars_param is None:
             raise _Skip
-        self.free, self.extra = self._free_params(), {}
+        self.free, self.extra, self.positive = self._free_params(), {}, False
 
     def _keys(self, name: str) -> list[str] | None:
         """The string keys an input is read by (`features["a"]`): it is sampled as a dict."""
@@ -117,7 +117,7 @@ class _Check:
         if int(self.np.prod(shape)) > _MAX_ELEMENTS:
             raise _Skip
         mag = self.rng.uniform(0.2, 1.3, size=shape)
-        return mag * self.rng.choice([-1.0, 1.0], size=shape)
+        return mag if self.positive else mag * self.rng.choice([-1.0, 1.0], size=shape)
 
     def _var_shape(self, var: Variable) -> tuple:
         """From `shape=` (add_weight, an initializer's call) or the initial value; dimensions
@@ -310,11 +310,20 @@ class _Check:
     def in_every_world(self) -> OutputRead | None:
         """The claim, when it holds for every value of the enclosing functions' parameters the
         forward reads (`axis` in `def reduce_prod(t, axis)` around it) that it evaluates at:
-        each is tried as 0, 1 and -1, at most two of them."""
+        each is tried as 0, 1 and -1, at most two of them. Samples are of both signs and, when
+        that says nothing, positive only: the domain of a scale, a concentration, a variance
+        (`i0e(k)` stands for `exp(-k) I0(k)` only where `k > 0`)."""
         if len(self.free) > 2:
             return None
         self.layout = [self._keys(name) for name in self.site.inputs]
         self.input_slots = sum(1 if k is None else len(k) for k in self.layout)
+        for self.positive in (False, True):
+            found = self._worlds()
+            if found is not None:
+                return found
+        return None
+
+    def _worlds(self) -> OutputRead | None:
         found = None
         for values in product((0.0, 1.0, -1.0), repeat=len(self.free)):
             self.extra = {id(p): v for p, v in zip(self.free, values)}
