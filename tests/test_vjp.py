@@ -226,7 +226,26 @@ def sinh_guarded(x):
 """
 
 
+# The derivative as written holds for x > 0 only (`tf.sqrt(x)` for |x| ** 0.5): samples of both
+# signs say nothing, positive ones find the read of `y` (TensorFlow 2.21, x > 0: reading `x`
+# matched autodiff, reading `y` was off by up to 0.22).
+POSITIVE = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scaled_pow(x, scale):
+    y = scale * tf.abs(x) ** 1.5
+
+    def grad(dy):
+        return dy * scale * 1.5 * tf.sqrt({read}), dy * tf.abs(x) ** 1.5
+
+    return y, grad
+"""
+
+
 @pytest.mark.parametrize("code,at", [
+    (POSITIVE, (10, 43)),
     # A helper with an early return, tuple unpacking and locals, a default argument.
     (HELPER, (18, 16)),
     # A Python loop over `range` accumulating a series (`+=`), called with a keyword.
