@@ -308,3 +308,84 @@ def test_loops_the_module_sizes_are_bounded(tmp_path, name):
     run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "--select", "CG005", "op.py"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert (run.returncode, run.stderr) == (1 if name == "evaluable" else 0, ""), run.stdout + run.stderr[-500:]
+
+
+# ---- straight-through estimators ---------------------------------------------------------------
+# A forward that rounds, quantises or takes a sign has a zero derivative almost everywhere; the
+# grad fn is judged against the straight-through estimator. TensorFlow 2.21 gave the grad fn
+# reading `y` other gradients than the one reading `x` (1.0 where |x| > 1, or beyond the
+# fake-quant range, where reading `x` gives 0), and reading `x` gave TensorFlow's own
+# fake-quant gradient.
+
+BINARIZE = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def binarize(x):
+    y = tf.sign(x)
+
+    def grad(dy):
+        return dy * tf.cast(tf.abs({read}) <= 1.0, dy.dtype)
+
+    return y, grad
+"""
+
+FAKE_QUANT = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def fake_quant(x):
+    y = tf.quantization.fake_quant_with_min_max_args(x, min=-0.8, max=0.7, num_bits=4)
+
+    def grad(dy):
+        inside = tf.logical_and(x >= -0.8, {read} <= 0.7)
+        return tf.where(inside, dy, tf.zeros_like(dy))
+
+    return y, grad
+"""
+
+# `sign` in ordinary maths (x |x|): autodiff judges it, and the estimator is not used.
+SIGNED_SQUARE = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def signed_square(x, scale):
+    y = tf.sign(x) * x * x * scale
+
+    def grad(dy):
+        return dy * 2.0 * tf.abs({read}) * scale, dy * tf.sign(x) * x * x
+
+    return y, grad
+"""
+
+
+@pytest.mark.parametrize("code,at,against", [
+    (BINARIZE, (10, 36), "the straight-through derivative"),
+    (FAKE_QUANT, (10, 44), "the straight-through derivative"),
+    (SIGNED_SQUARE, (10, 34), "vector-Jacobian product"),
+])
+def test_rounding_is_judged_by_its_straight_through_estimator(code, at, against):
+    found = [d for d in lint_source(code.replace("{read}", "y"), "m.py").diagnostics if d.code == "CG005"]
+    assert [(d.line, d.column) for d in found] == [at]
+    assert against in found[0].message
+    assert cg005(code.replace("{read}", "x")) == []
+
+
+def test_numpy_fake_quant_is_tensorflows():
+    """The NumPy fake quantisation against TensorFlow 2.21's outputs (float32) on a grid crossing
+    the nudged range [-0.8, 0.7] with 4 bits, and a zero point at .5 (range [-1, 1], 8 bits:
+    TensorFlow nudges it to 127 in float32)."""
+    import numpy as np
+
+    from cglint.model import arrays
+
+    x = np.array([-1.25, -0.81, -0.75, -0.05, 0.3, 0.69, 0.71, 1.1])
+    quant = arrays.OPS["fake_quant_with_min_max_args"]
+    np.testing.assert_allclose(quant(x, min=-0.8, max=0.7, num_bits=4),
+                               [-0.8, -0.8, -0.7, 0.0, 0.3, 0.7, 0.7, 0.7], atol=1e-6)
+    np.testing.assert_allclose(quant(x, min=-1.0, max=1.0, num_bits=8),
+                               [-0.996078, -0.807843, -0.752941, -0.047059, 0.298039, 0.690196, 0.713725, 1.003922],
+                               atol=1e-5)

@@ -71,11 +71,14 @@ class Evaluator(Interpreter):
     (`env`: the Param bindings by node identity) and variables (`variables`: by the call that
     creates them). `swap` reads another name where a given Name node is read (by identity);
     `frozen` holds each `stop_gradient`'s value at the base point, recorded when `record`, so
-    a perturbed evaluation sees no derivative through it, as TensorFlow's autodiff does."""
+    a perturbed evaluation sees no derivative through it, as TensorFlow's autodiff does.
+    `straight_through` reads rounding and quantising ops as their straight-through estimators
+    (`arrays.STRAIGHT_THROUGH`); `rounded` says whether one was met."""
 
     def __init__(self, model: ModuleModel, env: dict[int, Any], picks: dict | None = None, *,
                  variables: dict[int, Var] | None = None, swap: dict[int, str] | None = None,
-                 frozen: dict[int, Any] | None = None, record: bool = False) -> None:
+                 frozen: dict[int, Any] | None = None, record: bool = False,
+                 straight_through: bool = False) -> None:
         from cglint.model import arrays  # NumPy only once maths is evaluated
 
         self.ops, self.np = arrays, arrays.np
@@ -89,6 +92,7 @@ class Evaluator(Interpreter):
         self.helpers: list[cst.CSTNode] = []  # the functions running
         self.frames: list[Scope] = []  # their scopes: their names are in `locals` or unbound
         self.steps = 0
+        self.straight_through, self.rounded = straight_through, False
 
     def value(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Any:
         if depth > 60:
@@ -260,6 +264,9 @@ class Evaluator(Interpreter):
         if op == "where" and len(call.args) == 3 and not any(a.keyword for a in call.args):
             return self._where(call, scope, depth)
         fn = self.ops.OPS.get(op) if op is not None else None
+        if op in self.ops.STRAIGHT_THROUGH:
+            self.rounded = True
+            fn = self.ops.STRAIGHT_THROUGH[op] if self.straight_through else fn
         if fn is None and isinstance(call.func, cst.Name) and scope.lookup(call.func.value) is None:
             fn = self.ops.BUILTINS.get(call.func.value)
         if fn is None and op != "while_loop":

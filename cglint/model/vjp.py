@@ -45,6 +45,7 @@ class OutputRead:
     output: str
     instead: str
     wrong: str
+    straight_through: bool = False  # judged against the straight-through estimator's derivative
 
 
 def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead | None:
@@ -90,7 +91,8 @@ class _Check:
         self.vars_param = self._param(self.grad.scope, vp, required=False) if vp else None
         if site.variables and self.vars_param is None:
             raise _Skip
-        self.free, self.extra, self.positive = self._free_params(), {}, False
+        self.free, self.extra = self._free_params(), {}
+        self.positive = self.straight = self.rounded = False
 
     def _keys(self, name: str) -> list[str] | None:
         """The string keys an input is read by (`features["a"]`): it is sampled as a dict."""
@@ -186,8 +188,10 @@ class _Check:
         xs, ws = self._pack(flat)
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         variables = {id(v.created_by): Var(w) for v, w in zip(self.site.variables, ws)}
-        ev = Evaluator(self.model, env, variables=variables, frozen=frozen, record=record)
+        ev = Evaluator(self.model, env, variables=variables, frozen=frozen, record=record,
+                       straight_through=self.straight)
         y = ev.value(self.out, self.site.scope)
+        self.rounded |= ev.rounded
         if ev.choices:
             raise Unknown("conditional bindings")
         y = self.np.asarray(y.value if isinstance(y, Var) else y)
@@ -312,14 +316,19 @@ class _Check:
         forward reads (`axis` in `def reduce_prod(t, axis)` around it) that it evaluates at:
         each is tried as 0, 1 and -1, at most two of them. Samples are of both signs and, when
         that says nothing, positive only: the domain of a scale, a concentration, a variance
-        (`i0e(k)` stands for `exp(-k) I0(k)` only where `k > 0`)."""
+        (`i0e(k)` stands for `exp(-k) I0(k)` only where `k > 0`). A forward that rounds or
+        quantises has a zero derivative almost everywhere, which judges nothing: when it says
+        nothing, the forward's derivative is its straight-through estimator's."""
         if len(self.free) > 2:
             return None
         self.layout = [self._keys(name) for name in self.site.inputs]
         self.input_slots = sum(1 if k is None else len(k) for k in self.layout)
-        for self.positive in (False, True):
+        for self.straight, self.positive in product((False, True), (False, True)):
+            if self.straight and not self.rounded:
+                return None
             found = self._worlds()
             if found is not None:
+                found.straight_through = self.straight
                 return found
         return None
 
