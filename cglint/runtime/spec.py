@@ -308,7 +308,8 @@ def module_shapes(source: str) -> list[tuple]:
 # Parameters whose values must be positive: a negative clipping norm or temperature gives NaN or
 # nonsense, which would then be reported as the custom gradient's fault.
 POSITIVE_NAMES = {"norm", "scale", "eps", "epsilon", "temperature", "temp", "sigma", "std",
-                  "stddev", "limit", "clip", "threshold", "tau", "alpha", "beta", "gamma"}
+                  "stddev", "limit", "clip", "threshold", "tau", "alpha", "beta", "gamma",
+                  "concentration", "variance", "precision", "kappa"}
 # Parameters that are typically per-feature weights: probed as (k,) against an (n, k) batch,
 # where a grad fn that collapses or over-reduces their gradient shows (tensorflow#127690).
 PER_FEATURE_NAMES = {"beta", "gamma", "alpha", "scale", "bias", "gain", "shift", "offset",

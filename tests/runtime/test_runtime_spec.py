@@ -72,6 +72,10 @@ def test_positive_domain_names_get_positive_values_and_scalars_where_usual():
     assert first == "normal(4, 3), uniform(low=0.5, high=1.5), uniform(3, low=0.5, high=1.5)"
     x, t, s = build_inputs(parse_spec(first), ["logits", "temperature", "scale"])
     assert t.shape == () and float(t) > 0 and s.shape == (3,) and float(tf.reduce_min(s)) > 0
+    # A distribution's parameters (TFP's `von_mises_cdf(x, concentration)`, whose series holds
+    # only for concentration > 0: at normal samples its own correct gradient was a false mismatch).
+    assert candidate_specs("def von_mises_cdf(x, concentration): ...", "von_mises_cdf", shapes=[])[0] == \
+        "normal(2, 3), uniform(2, 3, low=0.5, high=1.5)"
 
 
 def test_per_feature_parameters_are_probed_against_a_batch():
