@@ -163,10 +163,10 @@ class Evaluator(Interpreter):
 
     def _comprehension(self, expr: cst.ListComp, scope: Scope, depth: int) -> list:
         loop = expr.for_in
-        if loop.ifs or loop.inner_for_in is not None or not isinstance(loop.target, cst.Name) or loop.asynchronous:
+        if loop.inner_for_in is not None or not isinstance(loop.target, cst.Name) or loop.asynchronous:
             raise Unknown("comprehension")
         items = self.value(loop.iter, scope, depth)
-        if not isinstance(items, (list, tuple)):
+        if not isinstance(items, (list, tuple, range)):
             raise Unknown("comprehension over a non-list")
         name, missing = loop.target.value, object()
         saved = self.locals.get(name, missing)  # restored in place: closures hold this dict
@@ -174,7 +174,8 @@ class Evaluator(Interpreter):
         try:
             for item in items:
                 self.locals[name] = item
-                out.append(self.value(expr.elt, scope, depth))
+                if all(self.truth(self.value(c.test, scope, depth)) for c in loop.ifs):
+                    out.append(self.value(expr.elt, scope, depth))
         finally:
             if saved is missing:
                 self.locals.pop(name, None)
