@@ -36,10 +36,16 @@ def unwrap(value: Any) -> Any:
 
 class Function:
     """A def or lambda as a value: its node, its scope and, when it was made inside an
-    interpreted function, that function's locals (its closure, read when it is called)."""
+    interpreted function, that function's locals (its closure, read when it is called);
+    `bound`: the arguments it is called with first (a method's `self`)."""
 
-    def __init__(self, node: cst.FunctionDef | cst.Lambda, scope, closure: dict[str, Any]) -> None:
-        self.node, self.scope, self.closure = node, scope, closure
+    def __init__(self, node: cst.FunctionDef | cst.Lambda, scope, closure: dict[str, Any], bound: tuple = ()) -> None:
+        self.node, self.scope, self.closure, self.bound = node, scope, closure, bound
+
+
+class Instance:
+    """The `self` a method runs with: what it holds is not known (its variables are, by the
+    model's `weights`), so reading an attribute of it is Unknown."""
 
 
 class _Return(Exception):
@@ -75,9 +81,10 @@ class Interpreter:
 
     def call_function(self, fn: Function, args: list, kwargs: dict, depth: int) -> Any:
         node = fn.node
-        if len(self.helpers) >= MAX_CALLS or (isinstance(node, cst.FunctionDef) and node.decorators):
+        if len(self.helpers) >= MAX_CALLS or (isinstance(node, cst.FunctionDef) and any(
+                not (isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod") for d in node.decorators)):
             raise Unknown("call")
-        frame = {**fn.closure, **self._arguments(fn, args, kwargs, depth)}
+        frame = {**fn.closure, **self._arguments(fn, [*fn.bound, *args], kwargs, depth)}
         saved = self.locals, self.frames
         self.locals, self.frames = frame, [*self.frames, fn.scope]
         self.helpers.append(node)
