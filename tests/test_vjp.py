@@ -295,7 +295,33 @@ class Swish:
 """
 
 
+# A grad fn with an `if` on the enclosing function's flag and two returns is run, each value of
+# the flag in turn (TensorFlow 2.21, either flag: reading `y` was off by 0.20, autodiff's
+# largest entry 0.30; reading `x` matched).
+RETURNS = """
+import tensorflow as tf
+
+
+def scaled_softsign(clip_gradient):
+    @tf.custom_gradient
+    def op(x, s):
+        y = s * x / (1.0 + tf.abs(x))
+
+        def grad(dy):
+            dx = dy * s / (1.0 + tf.abs({read})) ** 2
+            ds = dy * x / (1.0 + tf.abs(x))
+            if clip_gradient:
+                return tf.clip_by_value(dx, -100.0, 100.0), ds
+            return dx, ds
+
+        return y, grad
+
+    return op
+"""
+
+
 @pytest.mark.parametrize("code,at", [
+    (RETURNS, (11, 41)),
     (METHOD, (23, 24)),
     (FILTERED, (12, 28)),
     (POSITIVE, (10, 43)),

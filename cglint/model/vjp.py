@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from cglint.model.evaluate import Evaluator, Unknown, Var
+from cglint.model.interpret import Function
 from cglint.model.scopes import Param
 
 if TYPE_CHECKING:
@@ -75,9 +76,10 @@ class _Check:
         if self.grad.at is not None:
             raise _Skip  # defined in another module: its names are that module's
         returns = [r.value for r in self.grad.returns]
-        if len(returns) != 1 or returns[0] is None or len(self.grad.upstream_params) != 1 or self.grad.has_varargs:
+        if not returns or None in returns or len(self.grad.upstream_params) != 1 or self.grad.has_varargs:
             raise _Skip
-        self.out, self.returned = out, returns[0]
+        # One return is read as an expression; several (or names bound under `if`s) are run.
+        self.out, self.returned = out, returns[0] if len(returns) == 1 else None
         # The grad fn's reads of the forward's output (the forward's own binding of the name).
         if out.value not in site.scope.bindings:
             raise _Skip
@@ -209,9 +211,16 @@ class _Check:
             env[id(self.vars_param)] = variables if self.site.variables else None
         by_call = {id(v.created_by): var for v, var in zip(self.site.variables, variables)}
         ev = Evaluator(self.model, env, variables=by_call, swap=swap)
-        value = ev.value(self.returned, self.grad.scope)
-        if ev.choices:
-            raise Unknown("conditional bindings")
+        try:
+            if self.returned is None:
+                raise Unknown("several returns")
+            value = ev.value(self.returned, self.grad.scope)
+            if ev.choices:
+                raise Unknown("conditional bindings")
+        except Unknown:
+            ev = Evaluator(self.model, env, variables=by_call, swap=swap)
+            kwargs = {self.vars_param.node.name.value: env[id(self.vars_param)]} if self.vars_param else {}
+            value = ev.call_function(Function(self.grad.node, self.grad.scope, {}), [dy], kwargs, 0)
         n = len(self.inputs)
         if self.site.variables:
             if not isinstance(value, (tuple, list)) or len(value) != 2:
