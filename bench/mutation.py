@@ -2,7 +2,7 @@
 """Mutation benchmark: inject the bugs real reports show into correct custom-gradient code and
 count how many cglint finds (a script, not a test).
 
-    python bench/mutation.py [--ecosystem] [--runtime] [--limit N] [--json OUT]
+    python bench/mutation.py [--ecosystem] [--runtime [--python PY]] [--kinds K ...] [--limit N] [--json OUT]
 
 Corpus: the fixtures' correct custom-gradient modules (every `*_good.py`, the seed's
 `correct.py`, the realistic corpus `fixtures/realistic/`, and the runtime fixtures cglint
@@ -28,9 +28,13 @@ Each custom-gradient function is mutated once per kind that applies to it:
 A mutant is found when cglint reports a finding on it that it does not report on the original.
 With `--runtime`, each mutant is also run with TensorFlow (`cglint --runtime=all`): a mutant
 whose gradients still match autodiff is harmless and not counted (except for kinds whose harm
-is not in the values: `tf_function_grad` retraces on every call). The table gives, per kind, the
-mutants, those TensorFlow showed harmless, those counted, those found and the recall; and the
-findings on the unmutated code (which should be none).
+is not in the values: `tf_function_grad` retraces on every call), and the column "found with
+--runtime" also counts a mutant whose gradients TensorFlow shows to differ from autodiff where the
+original's matched (what `cglint --runtime` reports to its user). `--python` runs those checks
+in another environment (one with the ecosystem's projects installed, e.g. the trace-suites venv
+of bench/trace_suites.py), with this checkout's cglint first on its path. The table gives, per
+kind, the mutants, those TensorFlow showed harmless, those counted, those found and the recall;
+and the findings on the unmutated code (which should be none).
 """
 
 from __future__ import annotations
@@ -201,29 +205,42 @@ def findings(source: str, path: str) -> collections.Counter:
     return collections.Counter(d.code for d in result.diagnostics)
 
 
-def runtime_harmless(source: str, name: str, workdir: Path) -> bool | None:
-    """Whether TensorFlow shows the mutant harmless (every function's gradients match
-    autodiff); None when it cannot say (the function was skipped)."""
+def runtime_verdicts(source: str, name: str, workdir: Path, python: str) -> dict[str, str] | None:
+    """Each custom gradient's verdict from `cglint --runtime=all` on `source`; None when TensorFlow
+    could not judge every one (the module does not import here, a function was skipped)."""
     workdir.mkdir(parents=True, exist_ok=True)  # a /tmp cleaner may have taken it meanwhile
     target = workdir / name
     target.write_text(source)
     report = workdir / "runtime.json"
-    subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "--runtime=all", "--exit-zero",
+    report.unlink(missing_ok=True)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    subprocess.run([python, "-m", "cglint", "--isolated", "--no-cache", "--runtime=all", "--exit-zero",
                     "--output-format", "json", "--output-file", str(report), name], cwd=workdir,
-                   capture_output=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=600)
+                   capture_output=True, env=env, timeout=600)
     try:
-        verdicts = [r["verdict"] for r in json.loads(report.read_text()).get("runtime") or []]
+        records = json.loads(report.read_text()).get("runtime") or []
     except (OSError, ValueError):
         return None
-    if not verdicts or any(v in ("skipped",) for v in verdicts):
+    verdicts = {f"{r['function']}:{r.get('line')}": r["verdict"] for r in records}
+    if not verdicts or "skipped" in verdicts.values():
         return None
-    return all(v == "match" for v in verdicts)
+    return verdicts
+
+
+def runtime_found(original: dict[str, str] | None, mutant: dict[str, str] | None) -> bool:
+    """TensorFlow shows the mutant's gradients wrong where the original's were right."""
+    if not original or not mutant:
+        return False
+    return any(original.get(k) == "match" and v in ("mismatch", "error") for k, v in mutant.items())
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ecosystem", action="store_true", help="add the ecosystem check's downloaded projects")
     ap.add_argument("--runtime", action="store_true", help="run each mutant with TensorFlow (slow)")
+    ap.add_argument("--python", default=sys.executable, help="the interpreter that runs --runtime's checks")
+    ap.add_argument("--kinds", nargs="+", help="only these mutation kinds")
     ap.add_argument("--limit", type=int, default=0, help="at most this many mutants per kind")
     ap.add_argument("--json", help="write every mutant's outcome here")
     args = ap.parse_args()
@@ -233,6 +250,7 @@ def main() -> int:
     rows: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     false_findings: list[str] = []
     runtime_fixtures: list[str] = []
+    runtime_disagrees: list[str] = []
     outcomes = []
     sites = 0
     with tempfile.TemporaryDirectory(prefix="mutation-bench-") as tmp:
@@ -251,40 +269,57 @@ def main() -> int:
                 false_findings += [f"{path.relative_to(ROOT) if origin == 'fixtures' else path}:{d.line} {d.code}"
                                    for d in result.diagnostics]
                 continue
-            if args.runtime and runtime_harmless(source, path.name, work) is False:
-                continue  # TensorFlow disagrees with the original itself: not correct code
             module, model = result.module, result.model
-            for site in model.sites:
-                sites += 1
-                for kind, mutated in mutants(module, model, site):
-                    if mutated == source:
-                        continue  # the mutation changed nothing (`x.shape` is left alone): not a bug
-                    row = rows[kind]
-                    if args.limit and row["mutants"] >= args.limit:
-                        continue
-                    row["mutants"] += 1
-                    harmless = (runtime_harmless(mutated, path.name, work)
-                                if args.runtime and kind not in NOT_IN_VALUES else None)
-                    if harmless:
-                        row["harmless"] += 1
-                        outcomes.append({"file": str(path), "site": site.name, "kind": kind, "harmless": True})
-                        continue
-                    row["counted"] += 1
-                    new = findings(mutated, path.name) - findings(source, path.name)
-                    row["found"] += bool(new)
-                    outcomes.append({"file": str(path), "site": site.name, "kind": kind, "found": sorted(new)})
+            todo = [(site, kind, mutated) for site in model.sites for kind, mutated in mutants(module, model, site)
+                    # a mutation that changed nothing (`x.shape` is left alone) is not a bug
+                    if mutated != source and (not args.kinds or kind in args.kinds)]
+            sites += len(model.sites)
+            # TensorFlow's verdicts on the original, run only for a module that has mutants to judge.
+            original = runtime_verdicts(source, path.name, work, args.python) if args.runtime and todo else None
+            if original and any(v != "match" for v in original.values()):
+                # Not judged: the runtime disagrees with the original itself (a bug in correct-looking
+                # code, or a false runtime verdict: listed so someone looks).
+                runtime_disagrees.append(f"{path}: {original}")
+                continue
+            for site, kind, mutated in todo:
+                row = rows[kind]
+                if args.limit and row["mutants"] >= args.limit:
+                    continue
+                row["mutants"] += 1
+                verdicts = (runtime_verdicts(mutated, path.name, work, args.python)
+                            if original and kind not in NOT_IN_VALUES else None)
+                if verdicts and all(v == "match" for v in verdicts.values()):
+                    row["harmless"] += 1
+                    outcomes.append({"file": str(path), "site": site.name, "kind": kind, "harmless": True})
+                    continue
+                row["counted"] += 1
+                new = findings(mutated, path.name) - findings(source, path.name)
+                row["found"] += bool(new)
+                by_runtime = runtime_found(original, verdicts)
+                row["found_runtime"] += bool(new) or by_runtime
+                outcomes.append({"file": str(path), "site": site.name, "kind": kind, "found": sorted(new),
+                                 "runtime": verdicts, "found_by_runtime": by_runtime})
     print(f"Corpus: {len(corpus)} modules, {sites} custom-gradient functions in correct modules "
           f"({'with' if args.runtime else 'without'} TensorFlow's check of each mutant)\n")
-    print("| mutation | mutants | harmless (TensorFlow) | counted | found | recall |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    extra = " found with --runtime | recall with --runtime |" if args.runtime else ""
+    print("| mutation | mutants | harmless (TensorFlow) | counted | found | recall |" + extra)
+    print("| --- | ---: | ---: | ---: | ---: | ---: |" + " ---: | ---: |" * bool(args.runtime))
     for kind in sorted(rows):
         r = rows[kind]
         recall = f"{r['found'] / r['counted']:.2f}" if r["counted"] else "-"
-        print(f"| {kind} | {r['mutants']} | {r['harmless']} | {r['counted']} | {r['found']} | {recall} |")
+        line = f"| {kind} | {r['mutants']} | {r['harmless']} | {r['counted']} | {r['found']} | {recall} |"
+        if args.runtime:
+            both = f"{r['found_runtime'] / r['counted']:.2f}" if r["counted"] else "-"
+            line += f" {r['found_runtime']} | {both} |"
+        print(line)
     print(f"\nFindings on the unmutated modules: {len(false_findings)}")
     for f in false_findings:
         print(f"  {f}")
     print(f"Runtime fixtures left out (their findings are the bugs they were written to show): {runtime_fixtures}")
+    if args.runtime:
+        print(f"Originals whose runtime verdicts are not all `match` (left out): {len(runtime_disagrees)}")
+        for line in runtime_disagrees:
+            print(f"  {line}")
     if args.json:
         Path(args.json).write_text(json.dumps(outcomes, indent=1))
     return 0

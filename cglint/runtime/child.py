@@ -187,7 +187,8 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
 
         return (check_registered if request.get("registered") else check_defun)(module, request, seed)
     if request.get("reach"):
-        return check_by_building(module, source, request, seed)
+        by = check_by_building if "class" in request["reach"] else check_by_calling
+        return by(module, source, request, seed)
     fn, why = lookup(module, name)
     if fn is None:
         return skipped(why, seed)
@@ -269,21 +270,98 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
                     method(*inputs)
                 except Exception as e:  # noqa: BLE001 - wrong shapes for this candidate: try the next
                     failures.append(_reason(e))
-                checks = [e for e in events[before:] if e.get("event") == "check"
-                          and e["function"]["qualname"] == reach["qualname"]]
-                raised = [e for e in events[before:] if e.get("event") == "raised"
-                          and e["function"]["qualname"] == reach["qualname"]]
-                if raised:
-                    return {"verdict": "error", "reference": None, "max_rel_error": None, "seed": seed,
-                            "detail": raised[0]["message"], "inputs": spec_text}
-                if checks:
-                    return {**checks[0]["report"], "inputs": spec_text}
+                if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
+                    return got
     finally:
         tracer.sinks.remove(events.append)
         tracer.local.busy = True
+    return _not_reached(qualname, failures, seed)
+
+
+def _reached(events: list[dict], qualname: str, spec_text: str, seed: int) -> dict | None:
+    """The verdict trace's instrumentation gave the custom gradient `qualname` in `events`: its
+    check, or the error its forward or grad fn raised."""
+    mine = [e for e in events if e.get("event") in ("check", "raised") and e["function"]["qualname"] == qualname]
+    raised = [e for e in mine if e["event"] == "raised"]
+    if raised:
+        return {"verdict": "error", "reference": None, "max_rel_error": None, "seed": seed,
+                "detail": raised[0]["message"], "inputs": spec_text}
+    return {**mine[0]["report"], "inputs": spec_text} if mine else None
+
+
+def _not_reached(qualname: str, failures: list[str], seed: int) -> dict:
     why = f"; the last call raised {failures[-1]}" if failures else ""
     return skipped(f"calling {qualname} on the inputs tried never reached the custom gradient{why}; {_TRACE_HINT}",
                    seed)
+
+
+def check_by_calling(module, source: str, request: dict, seed: int) -> dict:
+    """A custom gradient made inside a module-level function: a closure over the function's
+    arguments (`def clip(x, limit): @tf.custom_gradient def op(t): ...; return op(x)`), or a
+    factory that returns it (`def make_op(scale): ...; return op`). Calls the function on
+    candidate inputs, and a callable it returns on candidate inputs for the custom gradient's
+    own parameters, with `cglint trace`'s instrumentation active: the custom gradient is checked
+    at its first real call, with the real closure."""
+    from cglint.trace import instrument
+
+    from .spec import SpecError, _split_top_level, build_inputs, candidate_specs, parse_spec
+
+    reach = request["reach"]
+    outer = getattr(module, reach["function"], None)
+    if not callable(outer):
+        return skipped(f"not reachable by import: {reach['function']} not found in the module", seed)
+    _seed_everything(seed)
+    inner = f"{reach['function']}.{reach['site']}"  # where `spec` finds the site's own parameters
+    tracer = instrument.install(1, {k: request[k] for k in ("rtol", "atol", "probes") if request.get(k)})
+    events: list[dict] = []
+    tracer.sinks.append(events.append)
+    tracer.local.busy = False  # paused again below: the child's other checks are not traced
+    failures: list[str] = []
+
+    def attempts(fn, qualname: str, limit: int):
+        # Parameters with defaults keep them (`axis=None`, `num_bits=8`: the configuration the
+        # function is written for); the others get candidate tensors.
+        try:
+            required = sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                           for p in inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            required = None
+        specs = candidate_specs(source, qualname, request.get("shapes"))
+        if required is not None:
+            specs = list(dict.fromkeys(", ".join(_split_top_level(t)[:required]) for t in specs))
+        for spec_text in specs[:limit]:
+            try:
+                inputs = build_inputs(parse_spec(spec_text), instrument_params(source, qualname)[:len(
+                    _split_top_level(spec_text))], module, seed)
+            except SpecError:
+                continue
+            before, result = len(events), None
+            try:
+                result = fn(*inputs)
+            except Exception as e:  # noqa: BLE001 - wrong inputs for this candidate: try the next
+                failures.append(_reason(e))
+            yield spec_text, before, result
+
+    def judged(got: dict) -> dict:
+        # The function's arguments were made up here (an `expected_gradient` the grad fn asserts
+        # on, a flag it branches on): an exception is not evidence against the user's code.
+        if got["verdict"] != "error":
+            return got
+        return skipped(f"raised when {reach['function']} was called on made-up arguments ({got['detail']}); "
+                       f"{_TRACE_HINT}", seed)
+
+    try:
+        for spec_text, before, made in attempts(outer, reach["function"], 8):
+            if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
+                return judged(got)
+            if callable(made) and not hasattr(made, "shape"):  # a factory: call what it made
+                for inner_spec, start, _ in attempts(made, inner, 4):
+                    if (got := _reached(events[start:], reach["qualname"], inner_spec, seed)) is not None:
+                        return judged(got)
+    finally:
+        tracer.sinks.remove(events.append)
+        tracer.local.busy = True
+    return _not_reached(reach["function"], failures, seed)
 
 
 def _seed_everything(seed: int) -> None:

@@ -83,8 +83,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             request["intentional"] = True
         name, skip = _import_name(model, site)
         request["function"] = name
-        if skip is not None and (owner := _owning_method(model, site)) is not None:
-            request["reach"] = owner  # the child builds the class and calls the method
+        if skip is not None and (owner := _owning_method(model, site) or _owning_function(model, site)) is not None:
+            request["reach"] = owner  # the child builds the class or calls the function that makes it
             skip = None
         planned.append(Planned(site, start, request, mine, skip, end))
     return planned
@@ -146,8 +146,9 @@ def _module_line(result: FileResult, d: Diagnostic) -> int:
 
 
 def _import_name(model: ModuleModel, site: GradientSite) -> tuple[str, str | None]:
-    """How the child reaches the function: `op`, `Class.method`, or the name a call form is
-    assigned to at module level. Functions nested in other functions are out of reach."""
+    """How the child reaches the function by import: `op`, `Class.method`, or the name a call
+    form is assigned to at module level. Functions nested in other functions are not importable
+    (`_owning_method` / `_owning_function` reach them by calling what makes them)."""
     outer = model.scope_of[site.forward].parent
     if outer is model.root:
         if isinstance(site.forward, cst.FunctionDef):
@@ -191,6 +192,24 @@ def _owning_method(model: ModuleModel, site: GradientSite) -> dict | None:
             return {"class": owner.node.name.value, "method": scope.node.name.value, "qualname": qualname}
         names = [scope.node.name.value, "<locals>"] + names
         scope = owner
+    return None
+
+
+def _owning_function(model: ModuleModel, site: GradientSite) -> dict | None:
+    """A custom gradient made inside a module-level function (a closure over its arguments, a
+    factory returning it, a wrapper): that function, and the site's qualified name as Python
+    gives it (`make.<locals>.op`). The child calls the function, and a callable it returns, and
+    checks the custom gradient where that reaches it, as `cglint trace` would."""
+    if isinstance(site.forward, cst.Lambda):
+        return None  # Python names every lambda `<lambda>`: nothing tells them apart
+    scope = model.scope_of[site.forward].parent
+    names = [site.name]
+    while scope is not None and isinstance(scope.node, cst.FunctionDef):
+        if scope.parent is model.root:
+            return {"function": scope.node.name.value, "site": site.name,
+                    "qualname": ".".join([scope.node.name.value, "<locals>"] + names)}
+        names = [scope.node.name.value, "<locals>"] + names
+        scope = scope.parent
     return None
 
 

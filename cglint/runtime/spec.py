@@ -344,12 +344,23 @@ def _find_def(tree, qualname: str):
                     return lambdas[0]
     body, node = tree.body, None
     for part in qualname.split("."):
-        node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                       ast.ClassDef)) and n.name == part), None)
+        node = next((n for n in _defs_in(body) if n.name == part), None)
         if node is None:
             return None
         body = node.body
     return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _defs_in(body: list):
+    """The defs and classes a block binds, those under `if`/`with`/`try`/loops included (a factory
+    defines its op under `if axis is None:`), not those inside other defs."""
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield stmt
+        elif isinstance(stmt, (ast.If, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.Try)):
+            for block in (stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", []),
+                          *[h.body for h in getattr(stmt, "handlers", [])]):
+                yield from _defs_in(block)
 
 
 def _call_arity(tree, name: str) -> int | None:

@@ -248,3 +248,86 @@ def test_inputs_built_from_how_the_forward_uses_them():
                                                                  "pair": "match"}
     assert got["masked_square"]["inputs"] == "normal(2, 3), normal(2, 3, dtype=bool)"
     assert got["pair"]["inputs"] == "normal(2, 3), normal(2, 3)"
+
+
+CLOSURES = '''
+import tensorflow as tf
+
+
+def soft_clip(x, limit):
+    @tf.custom_gradient
+    def _clip(t):
+        y = limit * tf.tanh(t / limit)
+
+        def grad(dy):
+            return dy * (1.0 - tf.tanh(t / limit) ** 2)
+
+        return y, grad
+
+    return _clip(x)
+
+
+def make_scaled_softplus(scale):
+    @tf.custom_gradient
+    def op(x):
+        y = scale * tf.nn.softplus(x)
+
+        def grad(dy):
+            return dy * scale * tf.sigmoid(y)
+
+        return y, grad
+
+    return op
+
+
+def make_square(axis=None):
+    if axis is None:
+        @tf.custom_gradient
+        def square(x):
+            return x * x, lambda dy: dy * 2.0 * x
+    return square
+
+
+def make_checked_identity(expected):
+    @tf.custom_gradient
+    def ident(x):
+        def grad(dy):
+            tf.debugging.assert_equal(dy, expected)
+            return dy
+
+        return tf.identity(x), grad
+
+    return ident
+
+
+def needs_a_config(config):
+    @tf.custom_gradient
+    def ident(x):
+        return tf.identity(x), lambda dy: dy
+
+    return ident(config.scale)
+'''
+
+
+def test_custom_gradients_made_inside_module_functions_are_reached_by_calling_them(tmp_path):
+    # A closure over the function's argument, a factory returning the op (TensorFlow 2.21:
+    # `make_scaled_softplus(s)(x)` trains with s * sigmoid(y) * dy, autodiff gives s * sigmoid(x) * dy),
+    # a factory defining it under `if`, a grad fn asserting on the factory's argument, and a
+    # function that cannot be called on tensors.
+    path = tmp_path / "closures.py"
+    path.write_text(CLOSURES)
+    result = lint_file(str(path))
+    planned = plan_file(result, everything=True)
+    assert [p.skip for p in planned] == [None] * 5
+    module = import_by_path(str(path))
+    got = {p.request["reach"]["function"]: check_one(module, result.source, p.request, seed=0) for p in planned}
+    assert {k: v["verdict"] for k, v in got.items()} == {
+        "soft_clip": "match", "make_scaled_softplus": "mismatch", "make_square": "match",
+        "make_checked_identity": "skipped", "needs_a_config": "skipped"}
+    assert got["make_scaled_softplus"]["detail"].startswith("d/x off by")
+    assert got["soft_clip"]["inputs"] == "normal(2, 3), uniform(low=0.5, high=1.5)"  # the outer's inputs
+    # An assertion on a made-up argument failing is not the user's bug.
+    assert got["make_checked_identity"]["detail"].startswith(
+        "raised when make_checked_identity was called on made-up arguments (InvalidArgumentError")
+    assert got["needs_a_config"]["detail"].startswith("calling needs_a_config on the inputs tried never reached the "
+                                             "custom gradient; the last call raised AttributeError")
