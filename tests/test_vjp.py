@@ -347,6 +347,7 @@ ENDLESS = {
     "huge_range": "_sum_over(range(10 ** 9), t)",
     "nested_loops": "_sum_over(range(4000), t, inner=4000)",
     "recursion": "_again(t)",
+    "squaring_an_int": "_square_up(len(t.shape) + len([0, 0]), t)",
 }
 
 
@@ -369,6 +370,12 @@ def test_loops_the_module_sizes_are_bounded(tmp_path, name):
 
         def _again(t):
             return _again(t)
+
+
+        def _square_up(n, t):
+            for i in range(60):
+                n = n * n
+            return t + 0.0 * n
 
 
         def _through(t):

@@ -33,8 +33,11 @@ def _bounded(op: Callable) -> Callable:
         if isinstance(a, (list, tuple, str)) or isinstance(b, (list, tuple, str)):
             n = b if isinstance(b, int) else a if isinstance(a, int) else 1
             arrays.bounded(len(a if isinstance(a, (list, tuple, str)) else b) * max(int(n), 1))
-        elif op is _power and isinstance(a, int) and isinstance(b, int) and abs(b) > 64:
-            raise ValueError("an integer power too large to build")
+        elif isinstance(a, int) and isinstance(b, int):
+            # Python ints grow without bound (`10 ** 10**8`, a loop squaring `len(shape)`)
+            bits = a.bit_length() * abs(b) if op is _power else a.bit_length() + b.bit_length()
+            if bits > 4096:
+                raise ValueError("an integer too large to build")
         elif op is _matmul:
             return arrays.OPS["matmul"](a, b)  # checks the product's size
         elif hasattr(a, "shape") or hasattr(b, "shape"):
