@@ -81,7 +81,7 @@ class Evaluator(Interpreter):
     def __init__(self, model: ModuleModel, env: dict[int, Any], picks: dict | None = None, *,
                  variables: dict[int, Var] | None = None, swap: dict[int, str] | None = None,
                  frozen: dict[int, Any] | None = None, record: bool = False,
-                 straight_through: bool = False) -> None:
+                 straight_through: bool = False, budget: list[int] | None = None) -> None:
         from cglint.model import arrays  # NumPy only once maths is evaluated
 
         self.ops, self.np = arrays, arrays.np
@@ -94,7 +94,7 @@ class Evaluator(Interpreter):
         self.memo: dict[tuple[int, int], Any] = {}
         self.helpers: list[cst.CSTNode] = []  # the functions running
         self.frames: list[Scope] = []  # their scopes: their names are in `locals` or unbound
-        self.steps = 0
+        self.steps, self.budget = 0, budget if budget is not None else [0]
         self.straight_through, self.rounded = straight_through, False
 
     def value(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Any:
@@ -176,6 +176,7 @@ class Evaluator(Interpreter):
         out = []
         try:
             for item in items:
+                self.step()
                 self.locals[name] = item
                 if all(self.truth(self.value(c.test, scope, depth)) for c in loop.ifs):
                     out.append(self.value(expr.elt, scope, depth))
@@ -398,9 +399,11 @@ def derivative_at_output(model: ModuleModel, site) -> cst.BaseExpression | None:
     if x_param is None or dy_param is None:
         return None
 
+    budget = [0]  # statements run over every evaluation of this site
+
     def evaluate(expr: cst.BaseExpression, scope: Scope, env: dict[int, float]) -> float:
         """The value in every world of conditional bindings (at most 8), when all agree."""
-        first = Evaluator(model, env)
+        first = Evaluator(model, env, budget=budget)
         value = float(first.value(expr, scope))
         worlds = [{}]
         for key, n in first.choices.items():
@@ -408,7 +411,7 @@ def derivative_at_output(model: ModuleModel, site) -> cst.BaseExpression | None:
         if len(worlds) > 8:
             raise Unknown("too many conditional bindings")
         for picks in worlds[1:]:
-            other = float(Evaluator(model, env, picks).value(expr, scope))
+            other = float(Evaluator(model, env, picks, budget=budget).value(expr, scope))
             if abs(other - value) > 1e-9 * max(1.0, abs(value)):
                 raise Unknown("the value depends on which binding holds")
         return value

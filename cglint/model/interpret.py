@@ -4,7 +4,8 @@ nested defs and lambdas with their closures, Python `for` loops and `tf.while_lo
 statement at a time on sample values. The user's code is still read, never run.
 
 The module chooses how long its loops run, so everything is bounded: statements and trips per
-evaluation (`MAX_STEPS`), trips of one `while_loop` (`MAX_TRIPS`), nested calls (`MAX_CALLS`).
+evaluation (`MAX_STEPS`) and over the evaluations of one judgement (`MAX_SITE_STEPS`: a
+`budget` the evaluators share), trips of one `while_loop` (`MAX_TRIPS`), nested calls (`MAX_CALLS`).
 Beyond a bound, or at any statement not listed here, the value is `Unknown`.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 import libcst as cst
 
 MAX_STEPS = 2000
+MAX_SITE_STEPS = 100_000  # over every evaluation one judgement makes (points, directions, worlds)
 MAX_TRIPS = 256
 MAX_CALLS = 6
 
@@ -67,7 +69,7 @@ _AUGMENTED = {cst.AddAssign: cst.Add, cst.SubtractAssign: cst.Subtract, cst.Mult
 
 class Interpreter:
     """Mixed into the Evaluator: `value`, `binary`, `locals` (the running function's names),
-    `frames` (the scopes of the functions running), `helpers` and `steps` are its."""
+    `frames` (the scopes of the functions running), `helpers`, `steps` and `budget` are its."""
 
     def truth(self, value: Any) -> bool:
         """A condition's truth, when it is one value (a Python bool or number, a one-element
@@ -135,13 +137,14 @@ class Interpreter:
         for stmt in block.body:
             self._statement(stmt, scope, depth)
 
-    def _step(self) -> None:
+    def step(self) -> None:
         self.steps += 1
-        if self.steps > MAX_STEPS:
+        self.budget[0] += 1
+        if self.steps > MAX_STEPS or self.budget[0] > MAX_SITE_STEPS:
             raise Unknown("too many steps")
 
     def _statement(self, stmt: cst.CSTNode, scope, depth: int) -> None:
-        self._step()
+        self.step()
         if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             for small in stmt.body:
                 self._small(small, scope, depth)
@@ -157,7 +160,7 @@ class Interpreter:
             if not isinstance(items, (list, tuple, range)):
                 raise Unknown("a loop over a non-sequence")
             for item in items:
-                self._step()
+                self.step()
                 self.assign(stmt.target, item)
                 try:
                     self.block(stmt.body, scope, depth)
@@ -230,7 +233,7 @@ class Interpreter:
             trips += 1
             if trips > MAX_TRIPS:
                 raise Unknown("a while_loop of more trips than evaluated")
-            self._step()
+            self.step()
             state = self.call_function(body, list(state) if many else [state], {}, depth)
             if many:
                 if not isinstance(state, (tuple, list)) or len(state) != len(bound["loop_vars"]):

@@ -95,6 +95,7 @@ class _Check:
             raise _Skip
         self.free, self.extra = self._free_params(), {}
         self.positive = self.straight = self.rounded = False
+        self.budget = [0]  # statements run over every evaluation of this site
 
     def _keys(self, name: str) -> list[str] | None:
         """The string keys an input is read by (`features["a"]`): it is sampled as a dict."""
@@ -191,7 +192,7 @@ class _Check:
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         variables = {id(v.created_by): Var(w) for v, w in zip(self.site.variables, ws)}
         ev = Evaluator(self.model, env, variables=variables, frozen=frozen, record=record,
-                       straight_through=self.straight)
+                       straight_through=self.straight, budget=self.budget)
         y = ev.value(self.out, self.site.scope)
         self.rounded |= ev.rounded
         if ev.choices:
@@ -210,7 +211,7 @@ class _Check:
         if self.vars_param is not None:
             env[id(self.vars_param)] = variables if self.site.variables else None
         by_call = {id(v.created_by): var for v, var in zip(self.site.variables, variables)}
-        ev = Evaluator(self.model, env, variables=by_call, swap=swap)
+        ev = Evaluator(self.model, env, variables=by_call, swap=swap, budget=self.budget)
         try:
             if self.returned is None:
                 raise Unknown("several returns")
@@ -218,7 +219,7 @@ class _Check:
             if ev.choices:
                 raise Unknown("conditional bindings")
         except Unknown:
-            ev = Evaluator(self.model, env, variables=by_call, swap=swap)
+            ev = Evaluator(self.model, env, variables=by_call, swap=swap, budget=self.budget)
             kwargs = {self.vars_param.node.name.value: env[id(self.vars_param)]} if self.vars_param else {}
             value = ev.call_function(Function(self.grad.node, self.grad.scope, {}), [dy], kwargs, 0)
         n = len(self.inputs)
