@@ -475,3 +475,30 @@ def test_numpy_fake_quant_is_tensorflows():
     np.testing.assert_allclose(quant(x, min=-1.0, max=1.0, num_bits=8),
                                [-0.996078, -0.807843, -0.752941, -0.047059, 0.298039, 0.690196, 0.713725, 1.003922],
                                atol=1e-5)
+
+
+def test_one_judgement_shares_a_budget_of_statements():
+    """Every point, direction and world re-runs the module's loops: a loop within one
+    evaluation's bound is Unknown once the judgement's shared budget is spent."""
+    import libcst as cst
+
+    from cglint.model import ModuleModel
+    from cglint.model.evaluate import Evaluator, Unknown
+    from cglint.model.interpret import MAX_SITE_STEPS
+
+    model = ModuleModel(cst.parse_module(textwrap.dedent("""\
+        def _sum(n):
+            total = 0.0
+            for i in range(n):
+                total += i
+            return total
+
+        s = _sum(100)
+        """)))
+    expr = model.root.bindings["s"][0]
+    budget = [0]
+    assert Evaluator(model, {}, budget=budget).value(expr, model.root) == 4950
+    assert 100 < budget[0] < 300
+    budget[0] = MAX_SITE_STEPS - 50
+    with pytest.raises(Unknown):
+        Evaluator(model, {}, budget=budget).value(expr, model.root)
