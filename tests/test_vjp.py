@@ -534,3 +534,25 @@ def test_one_judgement_shares_a_budget_of_statements():
     budget[0] = MAX_SITE_STEPS - 50
     with pytest.raises(Unknown):
         Evaluator(model, {}, budget=budget).value(expr, model.root)
+
+
+@pytest.mark.parametrize("expr,value", [
+    ("tf.while_loop(lambda i: i < 10, lambda i: i + 1, 0)", 10),  # one loop variable, not a tuple
+    ("tf.while_loop(lambda i, a: i < 10, lambda i, a: (i + 1, a * 2), [0, 1], maximum_iterations=3)[1]", 8),
+    ("tf.while_loop(lambda i: i < 300, lambda i: i + 1, (0,))", None),  # more trips than evaluated
+    ("tf.while_loop(lambda i: i < 3, lambda i: (i, i), (0,))", None),  # a body of another structure
+])
+def test_while_loop(expr, value):
+    import libcst as cst
+
+    from cglint.model import ModuleModel
+    from cglint.model.evaluate import Evaluator, Unknown
+
+    model = ModuleModel(cst.parse_module(f"import tensorflow as tf\n\ns = {expr}\n"))
+    ev = Evaluator(model, {})
+    if value is None:
+        with pytest.raises(Unknown):
+            ev.value(model.root.bindings["s"][0], model.root)
+    else:
+        result = ev.value(model.root.bindings["s"][0], model.root)
+        assert float(result[0] if isinstance(result, tuple) else result) == value
