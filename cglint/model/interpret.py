@@ -63,6 +63,11 @@ class _Continue(Exception):
     pass
 
 
+# Context managers and calls that only name, place or check what the maths computes.
+_SCOPES = ("tensorflow.name_scope", "tensorflow.compat.v1.name_scope", "tensorflow.control_dependencies",
+           "tensorflow.device", "keras.name_scope", "keras.src.backend.name_scope")
+_CHECKS = ("tensorflow.debugging.", "tensorflow.assert_", "tensorflow.print")
+
 _AUGMENTED = {cst.AddAssign: cst.Add, cst.SubtractAssign: cst.Subtract, cst.MultiplyAssign: cst.Multiply,
               cst.DivideAssign: cst.Divide, cst.PowerAssign: cst.Power, cst.MatrixMultiplyAssign: cst.MatrixMultiply}
 
@@ -168,6 +173,12 @@ class Interpreter:
                     break
                 except _Continue:
                     continue
+        elif isinstance(stmt, cst.With) and stmt.asynchronous is None and all(
+                isinstance(w.item, cst.Call) and self.model.qualname(w.item.func) in _SCOPES for w in stmt.items):
+            for w in stmt.items:  # `as scope` binds the scope's name, a string
+                if w.asname is not None:
+                    self.assign(w.asname.name, "")
+            self.block(stmt.body, scope, depth)
         elif isinstance(stmt, cst.FunctionDef) and not stmt.decorators and stmt in self.model.scope_of:
             self.locals[stmt.name.value] = Function(stmt, self.model.scope_of[stmt], self.locals)
         else:
@@ -176,7 +187,8 @@ class Interpreter:
     def _small(self, s: cst.BaseSmallStatement, scope, depth: int) -> None:
         if isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis)):
             return  # a docstring
-        if isinstance(s, (cst.Pass, cst.Assert)):
+        if isinstance(s, (cst.Pass, cst.Assert)) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and (
+                self.model.qualname(s.value.func) or "").startswith(_CHECKS)):
             return  # an assert checks values; it computes none
         if isinstance(s, cst.Assign):
             value = self.value(s.value, scope, depth)
