@@ -363,6 +363,38 @@ class _Checker:
             stairs += flat
         return stairs >= 2
 
+    def quantised(self, k: int) -> bool:
+        """`verdict.Measure`: tiny steps of input k leave the forward's output unchanged or only
+        rescale it: `alpha * sign(w)` with alpha = mean(|w|), `scale * round(x / scale)`, ternary
+        and binary weights. The output is a fixed pattern times a scale, as a quantiser's is; a
+        smooth function's change points along the output only by accident. Two of three directions."""
+        arg = self.argl[k]
+        if arg.kind != "input":
+            return False
+        pos = self.diff_idx[arg.index]
+        x = tf.convert_to_tensor(self.flat_in[pos])
+        if not x.dtype.is_floating or not x.shape.num_elements():
+            return False
+
+        def outputs(args) -> np.ndarray:
+            ys = [tf.convert_to_tensor(y) for y in tf.nest.flatten(self.forward(*args)[0])]
+            return np.concatenate([np.ravel(tf.cast(y, tf.float64).numpy()) for y in ys if _is_float(y.dtype)] or
+                                  [np.zeros(0)])
+
+        base = outputs(self._args_with(None, None, False))
+        if np.count_nonzero(base) < 2:
+            return False  # one number always moves along itself
+        scale = max(1.0, float(np.max(np.abs(x.numpy()))))
+        rng = np.random.default_rng(k + 11)
+        stairs = 0
+        for _ in range(3):
+            v = rng.standard_normal(x.shape.as_list())
+            v *= 1e-5 * scale / max(np.linalg.norm(v), 1e-300)
+            d = outputs(self._args_with(pos, v, False)) - base
+            along = abs(float(d @ base)) >= (1 - 1e-4) * float(np.linalg.norm(d) * np.linalg.norm(base))
+            stairs += bool(not d.any() or along)
+        return stairs >= 2
+
     def small(self, factor: float) -> tuple[list, list]:
         """`verdict.Measure`: custom and autodiff VJPs for a scaled-down first upstream."""
         small = [u * tf.cast(factor, u.dtype) for u in self.us[0]]

@@ -81,6 +81,9 @@ class Measure(Protocol):
     def locally_constant(self, k: int) -> bool:
         """True if the forward's output does not move for tiny steps of argument k."""
 
+    def quantised(self, k: int) -> bool:
+        """True if tiny steps of argument k leave the output unchanged or only rescale it."""
+
 
 @dataclass
 class Options:
@@ -360,6 +363,11 @@ class _Decider:
         if all(c is None for c in cs):
             return ("intentional", "autodiff", emax,
                     f"gradient stopped: the grad fn returns None for {arg.name}")
+        # A quantiser with a computed scale (`mean(|w|) * sign(w)`, where autodiff's gradient is
+        # only the scale's) or with no autodiff at all: the estimator passes the upstream through.
+        quantiser = ("intentional", "autodiff", emax,
+                     f"straight-through estimator: the forward quantises {arg.name} (tiny steps leave its "
+                     "output unchanged or only rescale it), the custom gradient passes the upstream through")
         fd = self._fd_verdict(k, arg, cs[0], as_[0])
         if fd is not None:
             c_ok, a_ok, c_err, fd_zero, precise = fd
@@ -379,6 +387,8 @@ class _Decider:
                         f"straight-through estimator: the forward is piecewise constant in {arg.name} "
                         "(tiny steps leave it unchanged or make it jump; autodiff gives zero or none), the custom gradient "
                         "passes one through")
+            if self.passes_masked_upstream(k) and self._quantised(k):
+                return quantiser
             if not finite_ad or no_reference:
                 if no_reference:
                     return ("mismatch", "finite-differences", c_err,
@@ -398,7 +408,31 @@ class _Decider:
             return ("intentional", "autodiff", emax,
                     f"straight-through estimator: autodiff gives zero for {arg.name}, the custom "
                     "gradient passes one through")
+        elif self.passes_masked_upstream(k) and self._quantised(k):
+            return quantiser
         return ("mismatch", "autodiff", emax, f"d/{arg.name} off by {pct(emax)} vs autodiff")
+
+    def _quantised(self, k) -> bool:
+        try:
+            return bool(self.measure is not None and self.measure.quantised(k))
+        except Exception:
+            return False
+
+    def passes_masked_upstream(self, k) -> bool:
+        """The custom gradient of argument k is the single upstream, where kept, and zero
+        elsewhere, on every probe: a straight-through estimator, clipped or not."""
+        for ups in self.m.upstreams:
+            if len(ups) != 1:
+                return False
+        for ups, customs in zip(self.m.upstreams, self.m.customs):
+            c, u = customs[k], ups[0]
+            if c is None or np.shape(c) != np.shape(u):
+                return False
+            c, u = as64(c), as64(u)
+            kept = np.isclose(c, u, rtol=1e-5, atol=1e-7)
+            if not kept.any() or not np.all(kept | (np.abs(c) <= 1e-7)):
+                return False
+        return True
 
     def _staircase(self, k) -> bool:
         """A piecewise-constant forward: finite differences with a step wide enough to measure

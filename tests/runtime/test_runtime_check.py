@@ -432,6 +432,32 @@ def test_a_quantiser_through_an_integer_cast_is_a_straight_through_estimator():
     assert r.detail.startswith("straight-through estimator: the forward is piecewise constant in x")
 
 
+def test_quantisers_with_a_computed_scale_are_straight_through_estimators():
+    """Ternary (TWN) and scaled binary (XNOR) weights: autodiff's gradient is the scale's alone
+    (TensorFlow 2.21: nonzero through mean(|w|)), the grad fn passes the upstream through, whole or
+    clipped. Intentional. A pass-through on a smooth forward stays a mismatch."""
+    def ternary(w):
+        t = 0.7 * tf.reduce_mean(tf.abs(w))
+        kept = tf.cast(tf.abs(w) > t, w.dtype)
+        alpha = tf.reduce_sum(tf.abs(w) * kept) / tf.maximum(tf.reduce_sum(kept), 1.0)
+        return alpha * tf.sign(w) * kept, lambda dq: dq
+
+    def xnor(w):
+        return tf.reduce_mean(tf.abs(w)) * tf.sign(w), lambda dq: dq * tf.cast(tf.abs(w) <= 1.0, dq.dtype)
+
+    def softsign(x):
+        return x / (1.0 + tf.abs(x)), lambda dy: dy
+
+    w = tf.random.stateless_normal([4, 6], seed=[3, 4])
+    for forward in (ternary, xnor):
+        r = check_gradient(tf.custom_gradient(forward), w)
+        assert r.verdict == "intentional", (forward.__name__, r.detail)
+        assert r.detail.startswith("straight-through estimator: the forward quantises w"), r.detail
+    smooth = check_gradient(tf.custom_gradient(softsign), w)
+    assert smooth.verdict == "mismatch", smooth.detail
+    assert "the grad fn returns the upstream unchanged" in smooth.detail
+
+
 def test_without_autodiff_finite_differences_are_the_reference_in_any_precision():
     import numpy as np
 
