@@ -258,8 +258,8 @@ class Evaluator(Interpreter):
         if op is None and qualname is not None and qualname.startswith(("math.", "numpy.")):
             op = qualname.split(".", 1)[1]  # `math.log(2.0)`, `np.exp(x)`: the same maths
         if op == "stop_gradient" and call.args:
-            if self.helpers:
-                raise Unknown("stop_gradient in a helper")  # one call node, several values
+            if any(scope.within(f) for f in self.frames):
+                raise Unknown("stop_gradient in a function run")  # one call node, several values
             if not self.record and id(call) in self.frozen:
                 return self.frozen[id(call)]
             value = self.value(call.args[0].value, scope, depth)
