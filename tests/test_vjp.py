@@ -376,7 +376,28 @@ def log_cosh(x, scale):
 """
 
 
+# Keras's grad fn signature, `grad(*args, upstream=None)`, is run with the upstream as its one
+# positional argument (TensorFlow 2.21, Keras 3: reading `y` was off by 0.20, autodiff's largest
+# entry 0.30; reading `x` matched).
+KERAS = """
+from keras import ops
+
+
+@ops.custom_gradient
+def scaled_softsign(x, s):
+    y = s * x / (1.0 + ops.abs(x))
+
+    def grad(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        return upstream * s / (1.0 + ops.abs({read})) ** 2, upstream * x / (1.0 + ops.abs(x))
+
+    return y, grad
+"""
+
+
 @pytest.mark.parametrize("code,at", [
+    (KERAS, (12, 46)),
     (SCOPED, (17, 37)),
     (NESTED, (23, 36)),
     (RETURNS, (11, 41)),

@@ -76,7 +76,10 @@ class _Check:
         if self.grad.at is not None:
             raise _Skip  # defined in another module: its names are that module's
         returns = [r.value for r in self.grad.returns]
-        if not returns or None in returns or len(self.grad.upstream_params) != 1 or self.grad.has_varargs:
+        # `grad(dy)`, or Keras's `grad(*args, upstream=None)`: that one is run
+        keras_style = self.grad.has_varargs and not self.grad.upstream_params
+        if not returns or None in returns or not (len(self.grad.upstream_params) == 1 and not self.grad.has_varargs
+                                                  or keras_style):
             raise _Skip
         # One return is read as an expression; several (or names bound under `if`s) are run.
         self.out, self.returned = out, returns[0] if len(returns) == 1 else None
@@ -88,7 +91,7 @@ class _Check:
         if not self.reads:
             raise _Skip
         self.inputs = [self._param(site.scope, n) for n in site.inputs]
-        self.dy = self._param(self.grad.scope, self.grad.upstream_params[0])
+        self.dy = None if keras_style else self._param(self.grad.scope, self.grad.upstream_params[0])
         vp = self.grad.variables_param
         self.vars_param = self._param(self.grad.scope, vp, required=False) if vp else None
         if site.variables and self.vars_param is None:
@@ -207,14 +210,14 @@ class _Check:
         xs, ws = self._pack(flat)
         variables = [Var(w) for w in ws]
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
-        env[id(self.dy)] = dy
+        env[id(self.dy)] = dy  # (id(None) for Keras's `*args`: read by none)
         if self.vars_param is not None:
             env[id(self.vars_param)] = variables if self.site.variables else None
         by_call = {id(v.created_by): var for v, var in zip(self.site.variables, variables)}
         ev = Evaluator(self.model, env, variables=by_call, swap=swap, budget=self.budget)
         try:
-            if self.returned is None:
-                raise Unknown("several returns")
+            if self.returned is None or self.dy is None:
+                raise Unknown("several returns, or the upstream in `*args`")
             value = ev.value(self.returned, self.grad.scope)
             if ev.choices:
                 raise Unknown("conditional bindings")
