@@ -13,8 +13,11 @@ class KeywordCall(Rule):
     """
     ## What it does
     Flags calls in the same module that pass arguments by keyword to a TensorFlow
-    custom-gradient function, and custom-gradient forwards defined with defaulted,
-    keyword-only or `**kwargs` parameters. Forwarding wrappers, `def inner(*args,
+    custom-gradient function; custom-gradient forwards defined with keyword-only or
+    `**kwargs` parameters; and defaulted parameters that some caller makes an input the grad
+    fn does not count (a call passing it positionally, or leaving it out when the grad fn
+    returns a gradient for it), or that `tf.function` around the op always binds. A default no
+    caller passes is not an input, and is not flagged. Forwarding wrappers, `def inner(*args,
     **kwargs)` and calls passing `**kwargs` on, are left alone: what flows through them is
     decided elsewhere.
 
@@ -32,7 +35,9 @@ class KeywordCall(Rule):
     positional arguments of each call (`len(nest.flatten(args))`), so `f(x)` expects one
     gradient and `f(x, 3.0)` two (eager: "expected to return 2 gradients, but returned 1";
     under `tf.function`: "Recorded operation returned too few gradients"), and `f(x,
-    scale=3.0)` raises under `tf.function`. Keyword-only and `**kwargs` parameters can only
+    scale=3.0)` raises under `tf.function`. `tf.function` around the op binds every default,
+    so the default is an input on every call ("Num gradients 2 generated for op").
+    Keyword-only and `**kwargs` parameters can only
     be passed by keyword, with the same failure. Bind configuration in a closure instead
     (a factory that returns the decorated function), or pass everything positionally and
     return `None` for the non-differentiable arguments.
@@ -55,6 +60,7 @@ def loss(a, b):
     return mul(x=a, y=b)
 ''',
             at="9:16"),
+        # TensorFlow 2.21: "custom_gradient function expected to return 2 gradients, but returned 1".
         Invalid(
             '''
 import tensorflow as tf
@@ -65,8 +71,22 @@ def ste_sign(x, clip_value=1.0):
         return dy * tf.cast(tf.abs(x) <= clip_value, dy.dtype)
 
     return tf.sign(x), grad
+
+def binarize(w):
+    return ste_sign(w, 0.5)
 ''',
             at="5:17"),
+        # TensorFlow 2.21: "Num gradients 2 generated for op ... IdentityN" on the first backward pass.
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.function
+@tf.custom_gradient
+def grad_reverse(x, scale=1.0):
+    return tf.identity(x), lambda dy: -scale * dy
+''',
+            at="6:21"),
         Invalid(
             '''
 import tensorflow as tf
@@ -101,6 +121,20 @@ class Quantizer(tf.keras.layers.Layer):
             at="10:30"),
     ]
     VALID = [
+        # No caller passes `scale`: one input, one gradient (TensorFlow 2.21, eager and in a
+        # layer under tf.function: d/dx = -1).
+        '''
+import keras
+import tensorflow as tf
+
+@tf.custom_gradient
+def grad_reverse(x, scale=1.0):
+    return tf.identity(x), lambda dy: -scale * dy
+
+class GradientReversal(keras.layers.Layer):
+    def call(self, inputs):
+        return grad_reverse(inputs)
+''',
         '''
 import tensorflow as tf
 
@@ -172,13 +206,12 @@ def recompute(f):
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         params = site.forward.params
-        for p in site.input_params:
-            if p.default is not None:
+        for i, p in enumerate(site.input_params):
+            if p.default is not None and (why := _default_made_input(site, i)) is not None:
                 yield Finding(
                     p,
-                    f"`{site.name}` has a defaulted parameter `{p.name.value}`: TensorFlow counts it as an input "
-                    "only when a caller passes it positionally (then the grad fn must return a gradient for it), "
-                    "and passing it by keyword raises under tf.function; bind it in a closure instead",
+                    f"`{site.name}` has a defaulted parameter `{p.name.value}` and {why}; bind it in a closure "
+                    "instead",
                 )
         for p in params.kwonly_params:
             yield Finding(
@@ -222,3 +255,50 @@ def recompute(f):
                 "pass them positionally",
                 site=site,
             )
+
+
+def _default_made_input(site: GradientSite, index: int) -> str | None:
+    """Why the defaulted input at `index` breaks the grad fn's gradient count, or None when no
+    caller makes it an input. TensorFlow counts the positional arguments of each call: `f(x)`
+    leaves the default out (one input) and `f(x, 2.0)` passes it (two). `tf.function` around the
+    op binds every default, so each call passes it (TensorFlow 2.21: "Num gradients 2 generated
+    for op ... IdentityN" for a grad fn returning one)."""
+    model = site.model
+    if _wrapped_in_tf_function(site):
+        return ("`tf.function` around the op binds the default as an input on every call: TensorFlow "
+                "then expects a gradient for it ('Num gradients ... generated for op')")
+    if site.variables:
+        return None  # `(input_grads, var_grads)`: CG007 and CG002 count those
+    returned = {model.flat_count(r.value, g.scope) for g in site.grad_fns for r in g.returns if r.value is not None}
+    if len(returned) != 1 or None in returned:
+        return None
+    (got,) = returned
+    for call, scope in model.calls_reaching(site):
+        positional = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in positional) or any(a.keyword is not None for a in call.args):
+            continue  # unknown count, or a keyword call (flagged at the call)
+        passed = model.passed_at_least(call, scope)
+        if passed is None or passed == got:
+            continue
+        line = model.positions[call].start.line
+        if len(positional) > index:
+            return (f"the call at line {line} passes it positionally, making it an input: TensorFlow expects "
+                    f"{passed} gradients there and the grad fn returns {got}")
+        return (f"the call at line {line} leaves it out: TensorFlow expects {passed} gradient{'s' * (passed != 1)} "
+                f"there and the grad fn returns {got}")
+    return None
+
+
+def _wrapped_in_tf_function(site: GradientSite) -> bool:
+    """`@tf.function` above the custom-gradient decorator, or `tf.function(op)` in the module."""
+    model = site.model
+    forward = site.forward
+    if isinstance(forward, cst.FunctionDef) and isinstance(site.wrapper, cst.Decorator) and site.wrapper in forward.decorators:
+        above = forward.decorators[: list(forward.decorators).index(site.wrapper)]
+        if any(model.qualname(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+               == "tensorflow.function" for d in above):
+            return True
+    names = set(site.call_names) | ({forward.name.value} if isinstance(forward, cst.FunctionDef) else set())
+    return any(model.qualname(call.func) == "tensorflow.function" and call.args
+               and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value in names
+               for call, _ in model.all_calls)

@@ -12,7 +12,9 @@ class VariableCreatedInside(Rule):
     ## What it does
     Flags `tf.Variable(...)`, `tf.compat.v1.get_variable(...)` and `.add_weight(...)` calls
     inside a custom-gradient forward or its grad fn. Creating a variable once and storing it
-    on `self` (the lazy `if self.v is None: self.v = tf.Variable(...)` pattern) is left alone.
+    on `self` (the lazy `if self.v is None: self.v = tf.Variable(...)` pattern) is left alone,
+    also through another name for the object the closure captures (`module = self`) when an
+    `if` testing that attribute guards it.
 
     ## Why is this bad?
     The forward runs on every call, so a variable created there is a new variable each
@@ -117,6 +119,31 @@ class Lazy(tf.Module):
 
         return x * self.w, grad
 ''',
+        # Made once, on the first call, on the module the closure captures; non-trainable running
+        # statistics (TensorFlow 2.21: eager and under tf.function, one variable, updated in place).
+        '''
+import tensorflow as tf
+
+class RunningCentre(tf.Module):
+    def __init__(self, momentum=0.99):
+        super().__init__()
+        self.momentum = momentum
+        self.mean = None
+
+    def __call__(self, x):
+        module = self
+
+        @tf.custom_gradient
+        def centre(x):
+            batch_mean = tf.reduce_mean(x, axis=0)
+            if module.mean is None:
+                module.mean = tf.Variable(batch_mean, trainable=False)
+            else:
+                module.mean.assign(module.momentum * module.mean + (1.0 - module.momentum) * batch_mean)
+            return x - module.mean, lambda dy: dy
+
+        return centre(x)
+''',
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -124,10 +151,54 @@ class Lazy(tf.Module):
         cls = site.scope.enclosing_class()
         kept_on_self = {id(v) for values in cls.attributes.values() for v in values} if cls is not None else set()
         for call, _ in site.calls():
-            if model.is_variable_call(call) and id(call) not in kept_on_self:
+            if model.is_variable_call(call) and id(call) not in kept_on_self and not _kept_outside(site, call):
                 yield Finding(
                     call,
                     f"a variable is created inside the custom-gradient forward `{site.name}`: it is a new variable "
                     "on every call (reset each step, never trained), and under tf.function TensorFlow raises "
                     "'only supports singleton tf.Variables created on the first call'; create it once outside",
                 )
+
+
+def _kept_outside(site: GradientSite, call) -> bool:
+    """`obj.attr = tf.Variable(...)` where `obj` is not the forward's own local (`self` under
+    another name, a module object the closure captures) or a `global`/`nonlocal` name: the
+    variable outlives the call, the lazy-creation idiom (made on the first call, as tf.function
+    allows; TensorFlow 2.21 ran `if m.mean is None: m.mean = tf.Variable(...)` in a forward
+    eagerly and under tf.function)."""
+    import libcst as cst
+
+    model = site.model
+    node = model.parent(call)
+    if not isinstance(node, cst.Assign):
+        return False
+    own = model.scope_of.get(site.forward)
+    for target in node.targets:
+        t = target.target
+        if (isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name)
+                and (own is None or t.value.value not in own.bindings or t.value.value in ("self", "cls"))
+                and _guarded(model, node, site.forward, t.attr.value)):
+            return True
+    return False
+
+
+def _guarded(model, node, stop, attr: str) -> bool:
+    """`node` runs under an `if` that tests the attribute it sets (`if m.mean is None:`,
+    `if not hasattr(m, "mean"):`): only the first call creates the variable."""
+    import libcst as cst
+
+    while node is not None and node is not stop:
+        node = model.parent(node)
+        if isinstance(node, cst.If):
+            for n in _walk(node.test):
+                if isinstance(n, cst.Attribute) and n.attr.value == attr:
+                    return True
+                if isinstance(n, cst.SimpleString) and n.evaluated_value == attr:
+                    return True
+    return False
+
+
+def _walk(node):
+    yield node
+    for child in node.children:
+        yield from _walk(child)

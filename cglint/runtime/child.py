@@ -177,9 +177,26 @@ def _params(fn) -> list[str]:
         return []
 
 
+def _passed(fn, request: dict) -> int | None:
+    """How many positional inputs to pass: parameters with defaults are passed only as far as the
+    module's callers do (`request["arity"]`) or a call site's known value needs; None for all."""
+    from .check import resolve
+
+    try:
+        params = [p for p in inspect.signature(resolve(fn)[0]).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return None
+    required = sum(p.default is p.empty for p in params)
+    if required == len(params) or (params and params[0].name in ("self", "cls")):
+        return None
+    hinted = max((int(k) + 1 for k in request.get("hints") or {}), default=0)
+    return max(required, hinted, min(int(request.get("arity") or 0), len(params)))
+
+
 def check_one(module, source: str, request: dict, seed: int) -> dict:
     from .check import check_gradient, forward_failure, no_inputs_report
-    from .spec import SpecError, build_inputs, candidate_specs, parse_spec
+    from .spec import SpecError, _split_top_level, build_inputs, candidate_specs, parse_spec
 
     name = request["function"]
     if request.get("registered") or request.get("defun"):
@@ -201,6 +218,8 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
             inputs, failures = None, []
             tried = candidate_specs(source, name, request.get("shapes"),
                                     hints=request.get("hints"))
+            if (passed := _passed(fn, request)) is not None:
+                tried = list(dict.fromkeys(", ".join(_split_top_level(t)[:passed]) for t in tried))
             for spec_text in tried:
                 candidate = build_inputs(parse_spec(spec_text), params, module, seed)
                 failures.append(forward_failure(fn, *candidate))
@@ -223,13 +242,43 @@ _TRACE_HINT = ("`cglint trace -- pytest` (or `pytest --cglint`) checks it where 
                "calls it")
 
 
+_SIZE = 4  # what a constructor's required arguments get; inputs with this many features are tried
+
+
 def _instances(module, cls) -> list:
     """The module's own instances of `cls` (`layer = Power(3.0)` at module level), else one built
-    with the constructor's defaults."""
+    with the constructor's defaults, else with a small integer for each required argument (a
+    layer's `units`, a quantiser's `channels`, a `rank`: sizes are what constructors mostly need)."""
     own = [v for v in list(vars(module).values()) if isinstance(v, cls)]
     if own:
         return own[:4]
-    return [cls()]
+    try:
+        return [cls()]
+    except TypeError as e:
+        try:
+            required = [p for p in inspect.signature(cls).parameters.values()
+                        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            raise e from None
+        if not required:
+            raise
+        try:
+            return [cls(*[_SIZE] * len(required))]
+        except Exception:
+            raise e from None
+
+
+def _with_size(shapes, cls) -> list | None:
+    """The module's shapes, and `(_SIZE,)` when the constructor needs arguments (built with sizes
+    of `_SIZE`, the layer expects that many features)."""
+    try:
+        needs = any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                    for p in inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        needs = False
+    if not needs or shapes is None:
+        return shapes
+    return [*shapes, [_SIZE]]
 
 
 def check_by_building(module, source: str, request: dict, seed: int) -> dict:
@@ -260,7 +309,7 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
         for instance in instances:
             # A layer is called through __call__, which builds it from the input's shape.
             method = instance if reach["method"] in ("call", "__call__") else getattr(instance, reach["method"])
-            for spec_text in candidate_specs(source, qualname, request.get("shapes")):
+            for spec_text in candidate_specs(source, qualname, _with_size(request.get("shapes"), cls)):
                 try:
                     inputs = build_inputs(parse_spec(spec_text), instrument_params(source, qualname), module, seed)
                 except SpecError:

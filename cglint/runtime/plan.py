@@ -75,6 +75,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
                 request["inputs"] = ", ".join(known[i] for i in range(len(known)))
             elif known:
                 request["hints"] = known  # the rest is searched
+            if (arity := _call_arity(model, site)) is not None:
+                request["arity"] = arity  # parameters with defaults that callers pass are inputs
         if _uses_nested_custom_gradient(model, site):
             request["order"] = 2  # the documented higher-order pattern: check what it is for
         if _COMPLEX.search(result.source):
@@ -246,6 +248,16 @@ def _call_site_inputs(model: ModuleModel, site: GradientSite) -> dict[int, str]:
         if len(known) > len(best):
             best = known
     return best
+
+
+def _call_arity(model: ModuleModel, site: GradientSite) -> int | None:
+    """The most positional arguments the module's calls of the function pass (None without
+    calls): TensorFlow differentiates what is passed, and a defaulted parameter no caller passes
+    is no input (`def grad_reverse(x, scale=1.0)` called as `grad_reverse(x)` has one)."""
+    names = set(site.call_names) | ({site.forward.name.value} if isinstance(site.forward, cst.FunctionDef) else set())
+    counts = [len(call.args) for call, _ in model.all_calls
+              if isinstance(call.func, cst.Name) and call.func.value in names and not any(a.star for a in call.args)]
+    return max(counts) if counts else None
 
 
 def _number_spec(node: cst.BaseExpression) -> str | None:

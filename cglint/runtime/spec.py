@@ -392,7 +392,9 @@ def parameters(source: str, qualname: str) -> list[str] | None:
         names = names[1:]
     if node.args.vararg is not None:
         arity = _call_arity(tree, qualname.split(".")[-1])
-        extra = max(1, (arity or 0) - len(names))
+        # Without calls to count, two: a grad fn returning one gradient for `*branches` is right
+        # for one argument only.
+        extra = max(1, arity - len(names)) if arity else 2
         names += [f"{node.args.vararg.arg}[{i}]" for i in range(extra)]
     return names
 

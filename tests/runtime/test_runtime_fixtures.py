@@ -218,8 +218,10 @@ def test_cli_runtime_all_checks_custom_gradients_made_in_call_and_dunder_call():
 
 def test_a_class_that_needs_constructor_arguments_says_what_would_check_it(tmp_path):
     path = tmp_path / "needs_args.py"
-    path.write_text((FIXTURES / "module_call.py").read_text().replace("def __init__(self):",
-                                                                        "def __init__(self, start):"))
+    # A size will not do: the constructor reads its argument's attributes.
+    path.write_text((FIXTURES / "module_call.py").read_text().replace(
+        "def __init__(self):\n        self.gain = tf.Variable(2.0)",
+        "def __init__(self, config):\n        self.gain = tf.Variable(config.gain)"))
     result = lint_file(str(path))
     (planned,) = plan_file(result, everything=True)
     got = check_one(import_by_path(str(path)), result.source, planned.request, seed=0)
@@ -331,3 +333,69 @@ def test_custom_gradients_made_inside_module_functions_are_reached_by_calling_th
         "raised when make_checked_identity was called on made-up arguments (InvalidArgumentError")
     assert got["needs_a_config"]["detail"].startswith("calling needs_a_config on the inputs tried never reached the "
                                              "custom gradient; the last call raised AttributeError")
+
+
+DEFAULTS_AND_SIZES = '''
+import keras
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def grad_reverse(x, scale=1.0):
+    return tf.identity(x), lambda dy: -scale * dy
+
+
+@tf.custom_gradient
+def shifted(x, shift=0.0):
+    return x + shift, lambda dy: dy
+
+
+def use(x):
+    return grad_reverse(x) + shifted(x, 0.5)
+
+
+@tf.custom_gradient
+def fused_sum(*branches):
+    return tf.add_n(branches), lambda dy: dy
+
+
+class LowRank(keras.layers.Layer):
+    def __init__(self, units, rank=2, **kwargs):
+        super().__init__(**kwargs)
+        self.units, self.rank = units, rank
+
+    def build(self, input_shape):
+        self.a = self.add_weight(shape=(input_shape[-1], self.rank), name="a")
+        self.b = self.add_weight(shape=(self.rank, self.units), name="b")
+
+    def call(self, x):
+        @tf.custom_gradient
+        def low_rank(t):
+            def grad(dy, variables=None):
+                return tf.matmul(dy, tf.matmul(self.a, self.b), transpose_b=True), [tf.zeros_like(v) for v in variables]
+
+            return tf.matmul(tf.matmul(t, self.a), self.b), grad
+
+        return low_rank(x)
+'''
+
+
+def test_inputs_are_what_callers_pass_and_constructors_get_sizes(tmp_path):
+    # TensorFlow 2.21: `grad_reverse(x)` has one input (the default is no tensor), so its one
+    # gradient is right; passed positionally, `scale` would be a second input needing a gradient.
+    # `shifted(x, 0.5)` passes its default, which is then an input. A `*branches` forward
+    # returning one gradient fails for two branches ("expected to return 2 gradients"). A layer
+    # whose constructor needs `units` is built with a small size; its zero variable gradients differ
+    # from autodiff.
+    path = tmp_path / "defaults.py"
+    path.write_text(DEFAULTS_AND_SIZES)
+    result = lint_file(str(path))
+    module = import_by_path(str(path))
+    got = {p.request["function"]: check_one(module, result.source, p.request, seed=0)
+           for p in plan_file(result, everything=True)}
+    assert got["grad_reverse"]["verdict"] == "intentional", got["grad_reverse"]
+    assert got["grad_reverse"]["inputs"].count("(") == 1
+    assert got["shifted"]["verdict"] == "error" and "expected to return 2 gradients" in got["shifted"]["detail"]
+    assert got["fused_sum"]["verdict"] == "error" and "expected to return 2 gradients" in got["fused_sum"]["detail"]
+    assert got["low_rank"]["verdict"] == "mismatch", got["low_rank"]
+    assert "off by 100% vs autodiff" in got["low_rank"]["detail"]
