@@ -603,3 +603,27 @@ def test_while_loop(expr, value):
     else:
         result = ev.value(model.root.bindings["s"][0], model.root)
         assert float(result[0] if isinstance(result, tuple) else result) == value
+
+
+def test_an_index_out_of_range_in_the_maths_is_not_evaluable():
+    """`parts[5]` of a two-element list: the maths has no value there, and the lint goes on
+    (it was an internal error)."""
+    code = """
+    import tensorflow as tf
+
+
+    def _pick(t, parts):
+        return parts[5] * t
+
+
+    @tf.custom_gradient
+    def op(x):
+        y = _pick(x, [2.0, 2.0]) ** 3
+
+        def grad(dy):
+            return dy * 24.0 * y ** 2
+
+        return y, grad
+    """
+    assert cg005(code) == []
+    assert cg005(code.replace("parts[5]", "parts[1]")) == [(14, 16)]  # evaluable: found

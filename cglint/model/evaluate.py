@@ -433,7 +433,7 @@ def derivative_at_output(model: ModuleModel, site) -> cst.BaseExpression | None:
                 at_output = (forward(y + hy) - forward(y - hy)) / (2 * hy)
             except Unknown:
                 return None
-            except (ArithmeticError, ValueError, TypeError):
+            except (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AttributeError):
                 continue  # outside the maths' domain at this point (log of a negative, ...)
             if not all(math.isfinite(v) for v in (g, true, at_output)):
                 continue
