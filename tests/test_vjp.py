@@ -627,3 +627,18 @@ def test_an_index_out_of_range_in_the_maths_is_not_evaluable():
     """
     assert cg005(code) == []
     assert cg005(code.replace("parts[5]", "parts[1]")) == [(14, 16)]  # evaluable: found
+
+
+@pytest.mark.parametrize("expr,value", [
+    ("(1.0 if not False else 2.0) + (0.0 or 3.0) + (True and 4.0)", 8.0),
+    ("float(None is None) + float([] is not None)", 2.0),
+    ("len([i for i in range(6) if i != 2 and i < 5])", 4),
+])
+def test_python_conditions(expr, value):
+    import libcst as cst
+
+    from cglint.model import ModuleModel
+    from cglint.model.evaluate import Evaluator
+
+    model = ModuleModel(cst.parse_module(f"s = {expr}\n"))
+    assert Evaluator(model, {}).value(model.root.bindings["s"][0], model.root) == value
