@@ -17,7 +17,7 @@ import sys
 import threading
 from typing import Callable, Sequence
 
-from cglint import engine, files
+from cglint import engine, files, quickscan
 from cglint.cache import Cache, strip
 from cglint.diagnostics import FileResult
 
@@ -69,10 +69,12 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
                 raise
             on_error(path, exc)
             continue
-        if not files.may_hold_site(source):
-            # Nothing to report, and no code frame to print: the text is not kept.
+        reaches = (True, {}) if files.may_hold_site(source) else quickscan.calls_project_site(source, path)
+        if not reaches[0]:
+            # Nothing to report, and no code frame to print: the text is not kept. Quiet for
+            # good only when no project module it imports could make it matter.
             results[i] = FileResult(path, "", [], parsed=False)
-            if cache is not None:
+            if cache is not None and not reaches[1]:
                 cache.remember_quiet(path, read.identity)
             continue
         if cache is not None:

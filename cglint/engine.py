@@ -93,8 +93,13 @@ def _lint_source(
         getattr(r, "code", r) == "CG100" for r in rules) and noqa.mentions_noqa(source)
     if unused_noqa:
         prefilter = False
+    # A file that mentions no custom gradient may still call one another project module
+    # defines (`clip_grad(x=t)`): decided from the files it imports, which then go with the result.
+    reaches: tuple[bool, dict[str, str]] | None = None
     if prefilter and not files.may_hold_site(source):
-        return FileResult(path, source, [], parsed=False)
+        reaches = quickscan.calls_project_site(source, path)
+        if not reaches[0]:
+            return FileResult(path, source, [], parsed=False, dependencies=reaches[1])
     # Python's parser decides what is a syntax error, and guards libcst against nesting that
     # crashes it (cglint.source).
     tree, python_error = pysource.parse(source)
@@ -111,7 +116,9 @@ def _lint_source(
     if prefilter:
         scan = quickscan.scan(text, aliases, tree) if tree is not None else None
         if scan is not None and not scan.relevant:
-            return FileResult(path, source, [], parsed=False)
+            reaches = reaches or quickscan.calls_project_site(source, path)
+            if not reaches[0]:
+                return FileResult(path, source, [], parsed=False, dependencies=reaches[1])
     rules = rule_classes(CODES if rules is None else rules)
     parsed = text
     module, problem, text = _parse_libcst(text, tree)

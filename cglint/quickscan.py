@@ -6,7 +6,8 @@ custom-gradient site at all (docstrings, `custom_gradient.copy_handle_data`, Ker
 custom_gradient), so before libcst `ast` tells whether the module can matter to any rule: a
 use of TensorFlow's custom_gradient (decorator or call), or, for CG013, a TensorFlow module
 with a function that returns `(value, nested_def)`, or, for CG017, a TensorFlow module that
-mentions `gradient_override_map`. A module that can matter is analysed
+mentions `gradient_override_map`; or, for CG010, a module with a keyword call that imports a
+project module mentioning custom_gradient (`calls_project_site`). A module that can matter is analysed
 whole, however it is asked for (so every output format, the cache, the language server and
 flake8 give the same findings).
 """
@@ -14,6 +15,9 @@ flake8 give the same findings).
 from __future__ import annotations
 
 import ast
+import hashlib
+import os
+import re
 from dataclasses import dataclass, field
 
 from cglint import source as pysource
@@ -144,3 +148,111 @@ def _qualname(expr: ast.expr, imports: dict[str, str]) -> str | None:
         return None
     parts.append(imports[expr.id])
     return normalize(".".join(reversed(parts)))
+
+
+# ---- a file that only calls a custom-gradient function of another project module -----------
+# `from .ops import clip_grad; clip_grad(x=t)` mentions no custom gradient, yet TensorFlow skips
+# the custom gradient of an all-keyword call (CG010). Such a file is linted when it makes a
+# keyword call and imports a project module whose text mentions `custom_gradient` (directly or
+# through the modules that one imports: re-exports, registries). Text and stat calls only.
+
+# an argument passed by keyword, over-approximated (`f(\n    x=t)`, `f(g(a), x=t)`; also `a, b = ...`)
+_KEYWORD_CALL = re.compile(r"[(,]\s*\w+[ \t]*=(?!=)")
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w., \t]*)|import[ \t]+([\w., \t]+))",
+                     re.MULTILINE)
+MAX_IMPORTED = 32  # project modules read to decide
+_texts: dict[str, tuple[tuple[int, int], str, bool, list[tuple[int, str]]]] = {}
+
+
+def calls_project_site(source: str, path: str | None) -> tuple[bool, dict[str, str]]:
+    """Whether a file that mentions no custom gradient may call one defined in another module
+    of its project, and the project files that answer depends on (path -> sha256)."""
+    seen: dict[str, str] = {}
+    if not path or path.startswith("<") or path == "-" or not _KEYWORD_CALL.search(source):
+        return False, seen
+    todo = [(path, spec) for spec in _imported_modules(source)]
+    done = 0
+    while todo and done < MAX_IMPORTED:
+        importer, (level, dotted) = todo.pop(0)
+        found = module_path(importer, level, dotted)
+        if found is None or found in seen:
+            continue
+        done += 1
+        read = _module_text(found)
+        if read is None:
+            continue
+        seen[found], mentions, imports = read
+        if mentions:
+            return True, seen
+        if importer == path:  # one step further: an `__init__` re-export, a registry's users
+            todo += [(found, spec) for spec in imports]
+    return False, seen
+
+
+def _imported_modules(source: str) -> list[tuple[int, str]]:
+    """(level, dotted module) of each import: `from .a import b` gives `.a` and `.a.b` (b may
+    be a submodule), `import a.b` gives `a.b`."""
+    out: list[tuple[int, str]] = []
+    for m in _IMPORT.finditer(source):
+        dots, module, names, plain = m.groups()
+        if plain is not None:
+            out += [(0, n.split()[0]) for n in plain.split(",") if n.strip()]
+            continue
+        level = len(dots)
+        if module or not level:
+            out.append((level, module))
+        out += [(level, f"{module}.{n.split()[0]}" if module else n.split()[0]) for n in names.split(",") if n.strip()]
+    return out
+
+
+def _module_text(path: str) -> tuple[str, bool, list[tuple[int, str]]] | None:
+    """A project module's sha256, whether it mentions custom_gradient, its imports; remembered
+    per (mtime, size)."""
+    from cglint import files
+
+    try:
+        st = os.stat(path)
+        stamp = (st.st_mtime_ns, st.st_size)
+        hit = _texts.get(path)
+        if hit is not None and hit[0] == stamp:
+            return hit[1], hit[2], hit[3]
+        data = files.read_bytes(path, 1_000_000, what="a module the linted file imports")[0]
+    except (OSError, ValueError):
+        return None
+    text = data.decode("utf-8", "replace")
+    _texts[path] = (stamp, hashlib.sha256(data).hexdigest(), "custom_gradient" in text, _imported_modules(text))
+    return _texts[path][1:]
+
+
+def module_path(importer: str, level: int, dotted: str) -> str | None:
+    """The project file `dotted` names for a module at `importer` (relative imports from its
+    package, absolute ones from the directory above its top package and from its own), or None."""
+    parts = [p for p in dotted.split(".") if p]
+    here = os.path.dirname(os.path.abspath(importer))
+    if level:
+        base = here
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        return _module_file(base, parts)
+    for root in _roots(here):
+        found = _module_file(root, parts)
+        if found is not None:
+            return found
+    return None
+
+
+def _module_file(base: str, parts: list[str]) -> str | None:
+    target = os.path.join(base, *parts)
+    for candidate in (target + ".py", os.path.join(target, "__init__.py")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _roots(directory: str) -> list[str]:
+    """Where absolute imports of the project resolve: the directory above the top package the
+    importer is in, and the importer's own directory."""
+    top = directory
+    while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
+        top = os.path.dirname(top)
+    return [top] if top == directory else [top, directory]

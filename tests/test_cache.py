@@ -9,7 +9,7 @@ import pytest
 from support import BAD, ENV, FIXTURES, cglint
 
 from cglint import cache as caching
-from cglint import config, files
+from cglint import config, files, quickscan
 from cglint.diagnostics import FileResult
 
 
@@ -51,7 +51,8 @@ def test_cache_layout_gitignore_and_entries(tree):
     assert (root / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
     entries = list(root.glob("*/*.json"))
     # One entry per file that mentions custom_gradient; the others cost no lookup.
-    mentioning = [p for p in (tree / "fixtures").rglob("*.py") if files.may_hold_site(p.read_text())]
+    mentioning = [p for p in (tree / "fixtures").rglob("*.py") if files.may_hold_site(p.read_text())
+                  or quickscan.calls_project_site(p.read_text(), str(p))[0]]  # a keyword call of a project site
     assert len(entries) == len(mentioning)
 
 
@@ -177,7 +178,8 @@ def test_text_and_json_runs_share_one_entry_per_file(tree):
     report(tree, "--output-format", "json")
     report(tree)
     entries = {p: p.stat().st_mtime_ns for p in (tree / ".cglint_cache").glob("*/*.json")}
-    mentioning = [p for p in (tree / "fixtures").rglob("*.py") if files.may_hold_site(p.read_text())]
+    mentioning = [p for p in (tree / "fixtures").rglob("*.py") if files.may_hold_site(p.read_text())
+                  or quickscan.calls_project_site(p.read_text(), str(p))[0]]  # a keyword call of a project site
     assert len(entries) == len(mentioning)
     report(tree, "--output-format", "json")
     report(tree)

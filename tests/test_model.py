@@ -383,7 +383,14 @@ def _called_by_every_site(m: ModuleModel, call: cst.Call, scope) -> object:
     `is_reached_by` the call (asking each in turn)."""
     func = call.func
     key = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
-    return next((s for s in m.sites_by_call_name.get(key, ()) if s.is_reached_by(call, scope)), None)
+    found = next((s for s in m.sites_by_call_name.get(key, ()) if s.is_reached_by(call, scope)), None)
+    on_self = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")
+    if found is None and not isinstance(func, cst.Name) and not on_self:
+        # a callee that is a table entry, a factory's result or a module's attribute: the site
+        # when every function it may be is one (`ste_sign(threshold=1.0)(x)`)
+        reached = m.sites_reached(func, scope)
+        return reached[0] if reached and all(s is not None for s in reached) else None
+    return found
 
 
 CALLERS = '''

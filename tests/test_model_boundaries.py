@@ -4,8 +4,10 @@ module, `super()`; a base that wraps `self.forward` with `tf.custom_gradient` an
 another module that defines it), decorators (a user decorator or decorator factory in another
 module that applies `tf.custom_gradient` or `tf.function`), structures (a table of backward
 functions looked up by a constant key, a dataclass or namedtuple field), factories (a function
-of another module that builds the grad fn), and calls of a custom-gradient function another
-module defines.
+of another module that builds the grad fn), calls of a custom-gradient function another module
+defines, registries (filled by a decorator or a registry class's `register` method), `dict(...)`
+tables, comprehensions and `.update()`, and project modules named by attribute (`ops.clip(x=t)`,
+`base.Op` as a base class).
 
 Each package is written as a team would write it; each INVALID / VALID verdict was checked with
 TensorFlow 2.21 (the comment on each case says what TensorFlow does). Every multi-file case is
@@ -378,6 +380,197 @@ class Clipper(tf.Module):
 '''
 
 
+# ---- registries, dict tables and project modules named by attribute -----------------------------
+
+GRADIENT_OPS = CLIP_OPS + '''
+
+@tf.custom_gradient
+def scale_gradient(x):
+    return tf.identity(x), lambda dy: 0.5 * dy
+'''
+
+# A registry filled by a decorator (the ops register themselves when imported).
+REGISTRY = '''"""Gradient-shaping ops by name, as the model config names them."""
+
+GRADIENT_OPS = {}
+
+
+def register(name):
+    def decorate(fn):
+        GRADIENT_OPS[name] = fn
+        return fn
+
+    return decorate
+
+
+def get_gradient_op(name):
+    return GRADIENT_OPS[name]
+'''
+
+REGISTERED_OPS = GRADIENT_OPS.replace("import tensorflow as tf\n", "import tensorflow as tf\n\nfrom .registry import register\n") \
+    .replace("@tf.custom_gradient\ndef clip", '@register("clip")\n@tf.custom_gradient\ndef clip') \
+    .replace("@tf.custom_gradient\ndef scale", '@register("scale")\n@tf.custom_gradient\ndef scale')
+
+REGISTRY_HEAD = '''import tensorflow as tf
+
+from . import ops  # noqa: F401 - registers the ops
+from .registry import GRADIENT_OPS, get_gradient_op
+
+
+def head(features, weights, op_name):
+    hidden = GRADIENT_OPS[op_name]({kw}tf.matmul(features, weights))
+    shaped = get_gradient_op("scale")({kw}hidden)
+    return tf.reduce_sum(shaped * 10.0)
+'''
+
+# The same with a registry class (mmcv / detectron style: `@REGISTRY.register(name)`, `.get(name)`).
+REGISTRY_CLASS = '''class Registry:
+    """Functions registered under a name with `@registry.register(name)`."""
+
+    def __init__(self):
+        self._entries = {}
+
+    def register(self, name):
+        def decorate(fn):
+            self._entries[name] = fn
+            return fn
+
+        return decorate
+
+    def get(self, name):
+        return self._entries[name]
+
+
+GRADIENT_OPS = Registry()
+'''
+
+CLASS_REGISTERED_OPS = GRADIENT_OPS.replace("import tensorflow as tf\n", "import tensorflow as tf\n\nfrom .registry import GRADIENT_OPS\n") \
+    .replace("@tf.custom_gradient\ndef clip", '@GRADIENT_OPS.register("clip")\n@tf.custom_gradient\ndef clip') \
+    .replace("@tf.custom_gradient\ndef scale", '@GRADIENT_OPS.register("scale")\n@tf.custom_gradient\ndef scale')
+
+REGISTRY_CLASS_HEAD = '''import tensorflow as tf
+
+from . import ops  # noqa: F401 - registers the ops
+from .registry import GRADIENT_OPS
+
+
+def head(features, weights, op_name):
+    hidden = GRADIENT_OPS.get(op_name)({kw}tf.matmul(features, weights))
+    return tf.reduce_sum(hidden * 10.0)
+'''
+
+# A class-level registry: `@GradientOps.register(name)` and `GradientOps.get(name)` are classmethods.
+REGISTRY_CLASSMETHODS = '''class GradientOps:
+    """Gradient-shaping ops by name."""
+
+    _ops = {}
+
+    @classmethod
+    def register(cls, name):
+        def decorate(fn):
+            cls._ops[name] = fn
+            return fn
+
+        return decorate
+
+    @classmethod
+    def get(cls, name):
+        return cls._ops[name]
+'''
+
+CLASSMETHOD_REGISTERED_OPS = CLASS_REGISTERED_OPS.replace("import GRADIENT_OPS", "import GradientOps") \
+    .replace("@GRADIENT_OPS.register", "@GradientOps.register")
+
+REGISTRY_CLASSMETHOD_HEAD = REGISTRY_CLASS_HEAD.replace("import GRADIENT_OPS", "import GradientOps") \
+    .replace("GRADIENT_OPS.get", "GradientOps.get")
+
+# Tables made with dict(...), .update() and a comprehension keyed by __name__ (Keras's activations).
+TABLES = GRADIENT_OPS + '''
+
+GRADIENT_OPS = dict(clip=clip_gradient_norm)
+GRADIENT_OPS.update(scale=scale_gradient)
+BY_NAME = {fn.__name__: fn for fn in (clip_gradient_norm, scale_gradient)}
+'''
+
+TABLES_HEAD = '''import tensorflow as tf
+
+from .ops import BY_NAME, GRADIENT_OPS
+
+
+def head(features, weights):
+    hidden = GRADIENT_OPS["clip"]({kw}tf.matmul(features, weights))
+    shaped = BY_NAME["scale_gradient"]({kw}hidden)
+    return tf.reduce_sum(GRADIENT_OPS["scale"](shaped) * 10.0)
+'''
+
+# A project module named by attribute: `from mypkg import ops`, `import mypkg.ops as gradient_ops`.
+MODULE_ATTR_HEAD = '''import tensorflow as tf
+
+import mypkg.ops as gradient_ops
+from mypkg import ops
+
+
+def head(features, weights):
+    hidden = ops.clip_gradient_norm({kw}tf.matmul(features, weights))
+    return tf.reduce_sum(gradient_ops.scale_gradient({kw}hidden) * 10.0)
+'''
+
+# A package's `__init__` re-exports the ops; the model names them through the package.
+PACKAGE_INIT = "from .ops import clip_gradient_norm, scale_gradient\n"
+
+PACKAGE_HEAD = '''import tensorflow as tf
+
+import mypkg
+
+
+def head(features, weights):
+    hidden = mypkg.clip_gradient_norm({kw}tf.matmul(features, weights))
+    return tf.reduce_sum(mypkg.scale_gradient({kw}hidden) * 10.0)
+'''
+
+# Backward functions registered by a decorator, looked up through the module by a constant key.
+BACKWARD_REGISTRY = '''import tensorflow as tf
+
+BACKWARD = {{}}
+
+
+def backward_of(name):
+    """Registers the backward of activation `name`: `fn(x, dy) -> dx`."""
+
+    def decorate(fn):
+        BACKWARD[name] = fn
+        return fn
+
+    return decorate
+
+
+@backward_of("softplus")
+def softplus_backward(x, dy):
+    return {grad}
+
+
+@backward_of("relu6")
+def relu6_backward(x, dy):
+    return dy * tf.cast((x > 0.0) & (x < 6.0), dy.dtype)
+'''
+
+REGISTERED_SOFTPLUS = '''import functools
+
+import tensorflow as tf
+
+from . import backward
+
+
+@tf.custom_gradient
+def softplus(x):
+    return tf.math.softplus(x), functools.partial(backward.BACKWARD["softplus"], x)
+'''
+
+# A base class of a project module named by attribute.
+SQUARE_BY_MODULE = SQUARE.replace("from .base import SavedTensorsOp", "from . import base") \
+    .replace("class Square(SavedTensorsOp)", "class Square(base.SavedTensorsOp)")
+
+
 CASES = {
     # name: (modules of package `mypkg`, the module linted, the (code, line) findings on it)
     #
@@ -436,6 +629,57 @@ CASES = {
     "factory_invalid": ({"grads": GRADS.format(ret=ONE_GRADIENT), "ops": LEAKY}, "ops", [("CG007", 9)]),
     # TensorFlow: d/dx = [1.0, 0.1], d/dalpha = -2.0 at x = [1, -2], alpha = 0.1 (autodiff's).
     "factory_valid": ({"grads": GRADS.format(ret=TWO_GRADIENTS), "ops": LEAKY}, "ops", []),
+    # TensorFlow: with op "clip", the gradient of head() w.r.t. weights at features [[1, 2]] is
+    # [10, 20]: both all-keyword calls, through the registry and through get_gradient_op, skip
+    # the custom gradients (positional: [1, 2], scaled then clipped). model.py never mentions
+    # custom_gradient: it is linted because it imports the modules that define them.
+    "registry_invalid": ({"registry": REGISTRY, "ops": REGISTERED_OPS, "model": REGISTRY_HEAD.format(kw="x=")},
+                         "model", [("CG010", 8), ("CG010", 9)]),
+    # TensorFlow: [1, 2].
+    "registry_valid": ({"registry": REGISTRY, "ops": REGISTERED_OPS, "model": REGISTRY_HEAD.format(kw="")},
+                       "model", []),
+    # TensorFlow: [10, 20] through `@GRADIENT_OPS.register("clip")` and `GRADIENT_OPS.get(op_name)`.
+    "registry_class_invalid": ({"registry": REGISTRY_CLASS, "ops": CLASS_REGISTERED_OPS,
+                                "model": REGISTRY_CLASS_HEAD.format(kw="x=")}, "model", [("CG010", 8)]),
+    # TensorFlow: [1, 2].
+    "registry_class_valid": ({"registry": REGISTRY_CLASS, "ops": CLASS_REGISTERED_OPS,
+                              "model": REGISTRY_CLASS_HEAD.format(kw="")}, "model", []),
+    # TensorFlow: [10, 20] through the classmethods `GradientOps.register("clip")` and `GradientOps.get(op_name)`.
+    "registry_classmethod_invalid": ({"registry": REGISTRY_CLASSMETHODS, "ops": CLASSMETHOD_REGISTERED_OPS,
+                                      "model": REGISTRY_CLASSMETHOD_HEAD.format(kw="x=")}, "model", [("CG010", 8)]),
+    # TensorFlow: [1, 2].
+    "registry_classmethod_valid": ({"registry": REGISTRY_CLASSMETHODS, "ops": CLASSMETHOD_REGISTERED_OPS,
+                                    "model": REGISTRY_CLASSMETHOD_HEAD.format(kw="")}, "model", []),
+    # TensorFlow: [5, 10]: the keyword calls of the dict(...) entry and of the comprehension's
+    # entry (keyed by `__name__`, which tf.custom_gradient keeps) skip clipping and the first
+    # scaling; [1, 2] called positionally.
+    "dict_tables_invalid": ({"ops": TABLES, "model": TABLES_HEAD.format(kw="x=")}, "model",
+                            [("CG010", 7), ("CG010", 8)]),
+    # TensorFlow: [1, 2].
+    "dict_tables_valid": ({"ops": TABLES, "model": TABLES_HEAD.format(kw="")}, "model", []),
+    # TensorFlow: [10, 20] through `ops.clip_gradient_norm(x=...)` and `gradient_ops.scale_gradient(x=...)`.
+    "module_attr_invalid": ({"ops": GRADIENT_OPS, "model": MODULE_ATTR_HEAD.format(kw="x=")}, "model",
+                            [("CG010", 8), ("CG010", 9)]),
+    # TensorFlow: [1, 2].
+    "module_attr_valid": ({"ops": GRADIENT_OPS, "model": MODULE_ATTR_HEAD.format(kw="")}, "model", []),
+    # TensorFlow: [10, 20] through `mypkg.clip_gradient_norm(x=...)`, re-exported by the package's `__init__`.
+    "package_reexport_invalid": ({"__init__": PACKAGE_INIT, "ops": GRADIENT_OPS, "model": PACKAGE_HEAD.format(kw="x=")},
+                                 "model", [("CG010", 7), ("CG010", 8)]),
+    # TensorFlow: [1, 2].
+    "package_reexport_valid": ({"__init__": PACKAGE_INIT, "ops": GRADIENT_OPS, "model": PACKAGE_HEAD.format(kw="")},
+                               "model", []),
+    # TensorFlow: 3 * softplus(0.5) has gradient 0.6225 through the registered backward (`dy`
+    # dropped); 1.8674 is right.
+    "grad_registry_invalid": ({"backward": BACKWARD_REGISTRY.format(grad="tf.sigmoid(x)"),
+                               "activations": REGISTERED_SOFTPLUS}, "activations", [("CG009", 10)]),
+    # TensorFlow: 1.8674.
+    "grad_registry_valid": ({"backward": BACKWARD_REGISTRY.format(grad="dy * tf.sigmoid(x)"),
+                             "activations": REGISTERED_SOFTPLUS}, "activations", []),
+    # TensorFlow: 5 * Square()(3.0) has gradient 6.0 through `base.SavedTensorsOp`'s backward (`dy` dropped).
+    "module_attr_base_invalid": ({"base": BASE.format(grad="2.0 * x"), "square": SQUARE_BY_MODULE}, "square",
+                                 [("CG009", 11)]),
+    # TensorFlow: 30.0.
+    "module_attr_base_valid": ({"base": BASE.format(grad="dy * 2.0 * x"), "square": SQUARE_BY_MODULE}, "square", []),
     # TensorFlow: ValueError "custom_gradient function expected to return 1 gradients, but returned 2 instead".
     "lambda_method_invalid": ({"clip": CLIPPER.format(ret="tf.clip_by_norm(dy, 1.0), dy")}, "clip", [("CG007", 7)]),
     # TensorFlow: an upstream [3, 4] reaches x clipped to norm 1, [0.6, 0.8].
@@ -488,3 +732,56 @@ def test_a_change_two_imports_away_invalidates_the_cache(tmp_path):
     assert run() == []
     (tmp_path / "mypkg" / "backward.py").write_text(BACKWARD.format(grad="tf.sigmoid(x)"))
     assert run() == [("CG009", 10)]
+
+
+# A module that never mentions custom_gradient: it only calls, by keyword, one that ops.py defines.
+KEYWORD_CALLER = '''import tensorflow as tf
+
+from .ops import clip_gradient_norm
+
+
+def head(features, weights):
+    return tf.reduce_sum(clip_gradient_norm(x=tf.matmul(features, weights)) * 10.0)
+'''
+
+
+def test_a_file_that_only_calls_an_imported_site_by_keyword_is_linted(tmp_path):
+    """TensorFlow: the gradient of head() w.r.t. weights at features [[1, 2]] is [10, 20] (the
+    all-keyword call skips the clipping; positional, [1, 2]). The prefilter lets the file
+    through because it imports ops.py, whichever way it is linted; when ops.py's function stops
+    being a custom gradient, the cached answer is dropped."""
+    write_package(tmp_path, {"ops": CLIP_OPS, "model": KEYWORD_CALLER})
+    expected = [("CG010", 7)]
+    assert findings(tmp_path, "mypkg/model.py")["mypkg/model.py"] == expected
+    assert findings(tmp_path, ".") == {"mypkg/model.py": expected}
+    stdin = cglint_stdin(tmp_path, KEYWORD_CALLER, "--stdin-filename", "mypkg/model.py")
+    assert stdin == expected
+
+    def cached():
+        run = cglint("--output-format", "json", "mypkg/model.py", cwd=tmp_path)
+        return [(d["code"], d["line"]) for d in json.loads(run.stdout)["diagnostics"]]
+
+    assert cached() == expected
+    assert cached() == expected  # from the cache
+    (tmp_path / "mypkg" / "ops.py").write_text("import tensorflow as tf\n\n\ndef clip_gradient_norm(x):\n    return x\n")
+    assert cached() == []
+    (tmp_path / "mypkg" / "ops.py").write_text(CLIP_OPS)
+    assert cached() == expected
+    # Linted alone with no package around it, the same text says nothing (no module to import).
+    assert cglint_stdin(tmp_path, KEYWORD_CALLER) == []
+    # The editor's lint (the language server's incremental analysis) lets it through as well.
+    from cglint.lsp.incremental import Analysis
+    from cglint.rules import ALL_RULES
+
+    edited = Analysis().lint(KEYWORD_CALLER, str(tmp_path / "mypkg" / "model.py"), list(ALL_RULES))
+    assert [(d.code, d.line) for d in edited.result.diagnostics] == expected
+
+
+def cglint_stdin(cwd: Path, text: str, *args: str) -> list[tuple[str, int]]:
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "cglint", "--no-cache", "--output-format", "json", *args, "-"],
+                         input=text, capture_output=True, text=True, cwd=cwd)
+    assert run.returncode in (0, 1), run.stderr
+    return [(d["code"], d["line"]) for d in json.loads(run.stdout)["diagnostics"]]

@@ -144,3 +144,501 @@ def test_sizes_written_in_the_module_are_never_built(tmp_path, name):
     run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "op.py"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=60, preexec_fn=limit)
     assert (run.returncode, run.stderr) == (0, ""), run.stderr[-500:]
+
+
+# ---- functions with several statements, loops ------------------------------------------------
+# Each was checked in TensorFlow 2.21 (the custom gradient against autodiff of the same forward):
+# reading `x` matched, reading `y` did not.
+
+HELPER = """
+import tensorflow as tf
+
+
+def _mix(t, k=2.0):
+    if k == 0.0:
+        return tf.zeros_like(t)
+    a, b = tf.sin(t), tf.cos(t)
+    scaled = a * k
+    return scaled + b
+
+
+@tf.custom_gradient
+def wave(x):
+    y = _mix(x)
+
+    def grad(dy):
+        return dy * (2.0 * tf.cos({read}) - tf.sin({read}))
+
+    return y, grad
+"""
+
+SERIES = """
+import tensorflow as tf
+
+
+def _series(t, n=6):
+    total = tf.zeros_like(t)
+    term = tf.ones_like(t)
+    for k in range(1, n):
+        term = term * t / k
+        total += term
+    return total
+
+
+@tf.custom_gradient
+def expm1_series(x):
+    y = _series(x)
+
+    def grad(dy):
+        return dy * (1.0 + _series({read}, n=5))
+
+    return y, grad
+"""
+
+WHILE = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def power4(x):
+    _, y = tf.while_loop(lambda i, acc: i < 4, lambda i, acc: (i + 1, acc * x), (0, tf.ones_like(x)))
+
+    def grad(dy):
+        return dy * 4.0 * {read} ** 3
+
+    return y, grad
+"""
+
+# `tf.where` picks `tf.sinh` at every sample: the branch cglint has no NumPy version of
+# (`bessel_i1e`) reaches neither the output nor its derivative there.
+WHERE = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def sinh_guarded(x):
+    y = tf.where(tf.abs(x) < 100.0, tf.sinh(x), tf.math.bessel_i1e(x))
+
+    def grad(dy):
+        return dy * tf.cosh({read})
+
+    return y, grad
+"""
+
+
+# The derivative as written holds for x > 0 only (`tf.sqrt(x)` for |x| ** 0.5): samples of both
+# signs say nothing, positive ones find the read of `y` (TensorFlow 2.21, x > 0: reading `x`
+# matched autodiff, reading `y` was off by up to 0.22).
+POSITIVE = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scaled_pow(x, scale):
+    y = scale * tf.abs(x) ** 1.5
+
+    def grad(dy):
+        return dy * scale * 1.5 * tf.sqrt({read}), dy * tf.abs(x) ** 1.5
+
+    return y, grad
+"""
+
+
+# A comprehension over `range` with a filter picks the axes (TensorFlow 2.21: reading `y` was
+# off by 0.29, autodiff's largest entry 1.17; reading `x` matched).
+FILTERED = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def column_scaled_sin(x, s):
+    axes = [i for i in range(len(x.shape)) if i != 1]
+    w = tf.reduce_sum(s, axis=axes, keepdims=True)
+    y = tf.sin(x) * w
+
+    def grad(dy):
+        return dy * tf.cos({read}) * w, tf.ones_like(s) * tf.reduce_sum(dy * tf.sin(x), axis=axes, keepdims=True)
+
+    return y, grad
+"""
+
+
+# A class's helpers: a static method and a method calling it through `self` (TensorFlow 2.21:
+# reading `y` was off by 0.36, autodiff's largest entry 0.96; reading `x` matched).
+METHOD = """
+import tensorflow as tf
+
+
+class Swish:
+    def __init__(self, beta=1.0):
+        self.beta = beta
+
+    @staticmethod
+    def _gate(t):
+        return 1.0 / (1.0 + tf.exp(-t))
+
+    def _derivative(self, t):
+        s = self._gate(t)
+        return s + t * s * (1.0 - s)
+
+    def __call__(self, x):
+        @tf.custom_gradient
+        def swish(x):
+            y = x * self._gate(x)
+
+            def grad(dy):
+                return dy * self._derivative({read})
+
+            return y, grad
+
+        return swish(x)
+"""
+
+
+# A grad fn with an `if` on the enclosing function's flag and two returns is run, each value of
+# the flag in turn (TensorFlow 2.21, either flag: reading `y` was off by 0.20, autodiff's
+# largest entry 0.30; reading `x` matched).
+RETURNS = """
+import tensorflow as tf
+
+
+def scaled_softsign(clip_gradient):
+    @tf.custom_gradient
+    def op(x, s):
+        y = s * x / (1.0 + tf.abs(x))
+
+        def grad(dy):
+            dx = dy * s / (1.0 + tf.abs({read})) ** 2
+            ds = dy * x / (1.0 + tf.abs(x))
+            if clip_gradient:
+                return tf.clip_by_value(dx, -100.0, 100.0), ds
+            return dx, ds
+
+        return y, grad
+
+    return op
+"""
+
+
+# A series in `tf.while_loop` inside a helper: keyword arguments, a nested def as the body (its
+# closure reads the helper's `x`), a lambda with `*_` as the condition (TensorFlow 2.21: reading
+# `y` was off by 0.19, autodiff's largest entry 0.62; reading `x` matched to 2e-12).
+NESTED = """
+import tensorflow as tf
+
+
+def _sin_series(x, num_terms=8):
+    def body(n, term, total):
+        term = -term * x * x / ((2.0 * n) * (2.0 * n + 1.0))
+        return n + 1.0, term, total + term
+
+    _, _, total = tf.while_loop(
+        cond=lambda n, *_: n < num_terms,
+        body=body,
+        loop_vars=(1.0, x, x),
+    )
+    return total
+
+
+@tf.custom_gradient
+def series_sin(x, scale):
+    y = scale * _sin_series(x)
+
+    def grad(dy):
+        return dy * scale * tf.cos({read}), dy * _sin_series(x)
+
+    return y, grad
+"""
+
+
+# `with tf.name_scope(...)` and `tf.debugging` checks name and check the maths; they compute
+# none of it (TensorFlow 2.21: reading `y` was off by 1.75, autodiff's largest entry 1.02;
+# reading `x` matched).
+SCOPED = """
+import tensorflow as tf
+
+
+def _log_cosh(t, name=None):
+    with tf.name_scope(name or "log_cosh"):
+        tf.debugging.assert_all_finite(t, "log_cosh")
+        a = tf.abs(t)
+        return a + tf.math.log1p(tf.exp(-2.0 * a)) - 0.6931471805599453
+
+
+@tf.custom_gradient
+def log_cosh(x, scale):
+    y = scale * _log_cosh(x)
+
+    def grad(dy):
+        return dy * scale * tf.tanh({read}), dy * _log_cosh(x)
+
+    return y, grad
+"""
+
+
+# Keras's grad fn signature, `grad(*args, upstream=None)`, is run with the upstream as its one
+# positional argument (TensorFlow 2.21, Keras 3: reading `y` was off by 0.20, autodiff's largest
+# entry 0.30; reading `x` matched).
+KERAS = """
+from keras import ops
+
+
+@ops.custom_gradient
+def scaled_softsign(x, s):
+    y = s * x / (1.0 + ops.abs(x))
+
+    def grad(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        return upstream * s / (1.0 + ops.abs({read})) ** 2, upstream * x / (1.0 + ops.abs(x))
+
+    return y, grad
+"""
+
+
+@pytest.mark.parametrize("code,at", [
+    (KERAS, (12, 46)),
+    (SCOPED, (17, 37)),
+    (NESTED, (23, 36)),
+    (RETURNS, (11, 41)),
+    (METHOD, (23, 24)),
+    (FILTERED, (12, 28)),
+    (POSITIVE, (10, 43)),
+    # A helper with an early return, tuple unpacking and locals, a default argument.
+    (HELPER, (18, 16)),
+    # A Python loop over `range` accumulating a series (`+=`), called with a keyword.
+    (SERIES, (19, 16)),
+    # `tf.while_loop` with lambdas as cond and body.
+    (WHILE, (10, 16)),
+    (WHERE, (10, 16)),
+])
+def test_functions_loops_and_where_are_evaluated(code, at):
+    assert cg005(code.replace("{read}", "y")) == [at]
+    assert cg005(code.replace("{read}", "x")) == []
+
+
+# Loops the module sizes: each would be found if evaluated (the grad fn reads `y` for `x`), so
+# nothing found means it was not; the lint ends at once.
+ENDLESS = {
+    "evaluable": "_sum_over(range(3), t, inner=2)",  # the same maths, bounded: found
+    "while_loop": "tf.while_loop(lambda i, a: i > -1.0, lambda i, a: (i + 1.0, a), (0.0, t))[1]",
+    "while_loop_bare_cond": "tf.while_loop(lambda i: True, lambda i: i + 1.0, [t])[0] * 0.0 + t",
+    "huge_range": "_sum_over(range(10 ** 9), t)",
+    "nested_loops": "_sum_over(range(4000), t, inner=4000)",
+    "recursion": "_again(t)",
+    "squaring_an_int": "_square_up(len(t.shape) + len([0, 0]), t)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENDLESS))
+def test_loops_the_module_sizes_are_bounded(tmp_path, name):
+    import subprocess
+    import sys
+
+    (tmp_path / "op.py").write_text(textwrap.dedent(f"""\
+        import tensorflow as tf
+
+
+        def _sum_over(items, t, inner=1):
+            out = t
+            for i in items:
+                for j in range(inner):
+                    out = out + 0.0 * t
+            return out
+
+
+        def _again(t):
+            return _again(t)
+
+
+        def _square_up(n, t):
+            for i in range(60):
+                n = n * n
+            return t + 0.0 * n
+
+
+        def _through(t):
+            return {ENDLESS[name]}
+
+
+        @tf.custom_gradient
+        def op(x):
+            y = _through(x) ** 3
+
+            def grad(dy):
+                return dy * 3.0 * y ** 2
+
+            return y, grad
+        """))
+    run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "--select", "CG005", "op.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stderr) == (1 if name == "evaluable" else 0, ""), run.stdout + run.stderr[-500:]
+
+
+# ---- straight-through estimators ---------------------------------------------------------------
+# A forward that rounds, quantises or takes a sign has a zero derivative almost everywhere; the
+# grad fn is judged against the straight-through estimator. TensorFlow 2.21 gave the grad fn
+# reading `y` other gradients than the one reading `x` (1.0 where |x| > 1, or beyond the
+# fake-quant range, where reading `x` gives 0), and reading `x` gave TensorFlow's own
+# fake-quant gradient.
+
+BINARIZE = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def binarize(x):
+    y = tf.sign(x)
+
+    def grad(dy):
+        return dy * tf.cast(tf.abs({read}) <= 1.0, dy.dtype)
+
+    return y, grad
+"""
+
+FAKE_QUANT = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def fake_quant(x):
+    y = tf.quantization.fake_quant_with_min_max_args(x, min=-0.8, max=0.7, num_bits=4)
+
+    def grad(dy):
+        inside = tf.logical_and(x >= -0.8, {read} <= 0.7)
+        return tf.where(inside, dy, tf.zeros_like(dy))
+
+    return y, grad
+"""
+
+# `sign` in ordinary maths (x |x|): autodiff judges it, and the estimator is not used.
+SIGNED_SQUARE = """
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def signed_square(x, scale):
+    y = tf.sign(x) * x * x * scale
+
+    def grad(dy):
+        return dy * 2.0 * tf.abs({read}) * scale, dy * tf.sign(x) * x * x
+
+    return y, grad
+"""
+
+
+@pytest.mark.parametrize("code,at,against", [
+    (BINARIZE, (10, 36), "the straight-through derivative"),
+    (FAKE_QUANT, (10, 44), "the straight-through derivative"),
+    (SIGNED_SQUARE, (10, 34), "vector-Jacobian product"),
+])
+def test_rounding_is_judged_by_its_straight_through_estimator(code, at, against):
+    found = [d for d in lint_source(code.replace("{read}", "y"), "m.py").diagnostics if d.code == "CG005"]
+    assert [(d.line, d.column) for d in found] == [at]
+    assert against in found[0].message
+    assert cg005(code.replace("{read}", "x")) == []
+
+
+def test_numpy_fake_quant_is_tensorflows():
+    """The NumPy fake quantisation against TensorFlow 2.21's outputs (float32) on a grid crossing
+    the nudged range [-0.8, 0.7] with 4 bits, and a zero point at .5 (range [-1, 1], 8 bits:
+    TensorFlow nudges it to 127 in float32)."""
+    import numpy as np
+
+    from cglint.model import arrays
+
+    x = np.array([-1.25, -0.81, -0.75, -0.05, 0.3, 0.69, 0.71, 1.1])
+    quant = arrays.OPS["fake_quant_with_min_max_args"]
+    np.testing.assert_allclose(quant(x, min=-0.8, max=0.7, num_bits=4),
+                               [-0.8, -0.8, -0.7, 0.0, 0.3, 0.7, 0.7, 0.7], atol=1e-6)
+    np.testing.assert_allclose(quant(x, min=-1.0, max=1.0, num_bits=8),
+                               [-0.996078, -0.807843, -0.752941, -0.047059, 0.298039, 0.690196, 0.713725, 1.003922],
+                               atol=1e-5)
+
+
+def test_one_judgement_shares_a_budget_of_statements():
+    """Every point, direction and world re-runs the module's loops: a loop within one
+    evaluation's bound is Unknown once the judgement's shared budget is spent."""
+    import libcst as cst
+
+    from cglint.model import ModuleModel
+    from cglint.model.evaluate import Evaluator, Unknown
+    from cglint.model.interpret import MAX_SITE_STEPS
+
+    model = ModuleModel(cst.parse_module(textwrap.dedent("""\
+        def _sum(n):
+            total = 0.0
+            for i in range(n):
+                total += i
+            return total
+
+        s = _sum(100)
+        """)))
+    expr = model.root.bindings["s"][0]
+    budget = [0]
+    assert Evaluator(model, {}, budget=budget).value(expr, model.root) == 4950
+    assert 100 < budget[0] < 300
+    budget[0] = MAX_SITE_STEPS - 50
+    with pytest.raises(Unknown):
+        Evaluator(model, {}, budget=budget).value(expr, model.root)
+
+
+@pytest.mark.parametrize("expr,value", [
+    ("tf.while_loop(lambda i: i < 10, lambda i: i + 1, 0)", 10),  # one loop variable, not a tuple
+    ("tf.while_loop(lambda i, a: i < 10, lambda i, a: (i + 1, a * 2), [0, 1], maximum_iterations=3)[1]", 8),
+    ("tf.while_loop(lambda i: i < 300, lambda i: i + 1, (0,))", None),  # more trips than evaluated
+    ("tf.while_loop(lambda i: i < 3, lambda i: (i, i), (0,))", None),  # a body of another structure
+])
+def test_while_loop(expr, value):
+    import libcst as cst
+
+    from cglint.model import ModuleModel
+    from cglint.model.evaluate import Evaluator, Unknown
+
+    model = ModuleModel(cst.parse_module(f"import tensorflow as tf\n\ns = {expr}\n"))
+    ev = Evaluator(model, {})
+    if value is None:
+        with pytest.raises(Unknown):
+            ev.value(model.root.bindings["s"][0], model.root)
+    else:
+        result = ev.value(model.root.bindings["s"][0], model.root)
+        assert float(result[0] if isinstance(result, tuple) else result) == value
+
+
+def test_an_index_out_of_range_in_the_maths_is_not_evaluable():
+    """`parts[5]` of a two-element list: the maths has no value there, and the lint goes on
+    (it was an internal error)."""
+    code = """
+    import tensorflow as tf
+
+
+    def _pick(t, parts):
+        return parts[5] * t
+
+
+    @tf.custom_gradient
+    def op(x):
+        y = _pick(x, [2.0, 2.0]) ** 3
+
+        def grad(dy):
+            return dy * 24.0 * y ** 2
+
+        return y, grad
+    """
+    assert cg005(code) == []
+    assert cg005(code.replace("parts[5]", "parts[1]")) == [(14, 16)]  # evaluable: found
+
+
+@pytest.mark.parametrize("expr,value", [
+    ("(1.0 if not False else 2.0) + (0.0 or 3.0) + (True and 4.0)", 8.0),
+    ("float(None is None) + float([] is not None)", 2.0),
+    ("len([i for i in range(6) if i != 2 and i < 5])", 4),
+])
+def test_python_conditions(expr, value):
+    import libcst as cst
+
+    from cglint.model import ModuleModel
+    from cglint.model.evaluate import Evaluator
+
+    model = ModuleModel(cst.parse_module(f"s = {expr}\n"))
+    assert Evaluator(model, {}).value(model.root.bindings["s"][0], model.root) == value

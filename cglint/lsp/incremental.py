@@ -198,15 +198,18 @@ class Analysis:
 
     def _lint(self, source: str, path: str, rules: list, superseded: Callable[[], bool],
               previous: Lint | None) -> Lint | None:
+        reaches = None  # as engine.lint_source: a keyword call of another project module's site
         if not files.may_hold_site(source):
-            return Lint(FileResult(path, source, [], parsed=False), [])
+            reaches = quickscan.calls_project_site(source, path)
+            if not reaches[0]:
+                return Lint(FileResult(path, source, [], parsed=False), [])
         tree, chunks = python_parse(source, previous)
         aliases = reach.tensorflow_aliases(path)
         # The text the engine analyses (lone CRs as newlines, pathological expressions stubbed;
         # same lines and columns): cglint.source.analysis_text.
         text = pysource.analysis_text(source, tree) if tree is not None else None
         scan = quickscan.scan(text, aliases, tree) if text is not None else None
-        if scan is not None and not scan.relevant:
+        if scan is not None and not scan.relevant and not (reaches or quickscan.calls_project_site(source, path))[0]:
             return Lint(FileResult(path, source, [], parsed=False), [], chunks)
         if superseded():
             return None

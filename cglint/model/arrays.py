@@ -168,7 +168,8 @@ OPS: dict[str, Callable] = {
         "softplus": lambda a: np.logaddexp(0.0, a), "softsign": lambda a: a / (1.0 + np.abs(a)),
         "negative": np.negative, "abs": np.abs, "sign": np.sign, "relu": lambda a: np.maximum(a, 0.0),
         "floor": np.floor, "ceil": np.ceil, "round": np.round, "erf": _erf, "erfc": lambda a: 1.0 - _erf(a),
-        "identity": lambda a: a, "logical_not": lambda a: a == 0,
+        "identity": lambda a: a, "logical_not": lambda a: a == 0, "bessel_i0": np.i0,
+        "bessel_i0e": lambda a: np.exp(-np.abs(a)) * np.i0(a),
     }.items()},
     **{name: _binary(fn) for name, fn in {
         "multiply": np.multiply, "add": np.add, "subtract": np.subtract, "divide": np.divide,
@@ -188,9 +189,46 @@ OPS: dict[str, Callable] = {
     "shape": lambda input, out_type=None, name=None: np.array(np.shape(input)),
 }
 
+def _nudged(lo, hi, num_bits, narrow_range, rnd):
+    """TensorFlow's fake-quant range: the zero point `rnd`-ed onto the integer grid."""
+    q_min, q_max = np.float32(1.0 if narrow_range else 0.0), np.float32((1 << int(num_bits)) - 1)
+    lo, hi = np.float32(lo), np.float32(hi)  # in float32, as TensorFlow's kernel: a zero point at .5 rounds alike
+    scale = (hi - lo) / (q_max - q_min)
+    zero = np.clip(rnd(q_min - lo / scale), q_min, q_max)
+    return _f((q_min - zero) * scale), _f((q_max - zero) * scale), _f(scale)
+
+
+def _fake_quant(rnd, quantise: bool) -> Callable:
+    def op(inputs, min=-6.0, max=6.0, num_bits=8, narrow_range=False, name=None):
+        if not 2 <= int(num_bits) <= 16:
+            raise ValueError("num_bits")
+        lo, hi, scale = _nudged(min, max, num_bits, narrow_range, rnd)
+        clamped = np.clip(_f(inputs), lo, hi)
+        return np.floor((clamped - lo) / scale + 0.5) * scale + lo if quantise else clamped
+    return op
+
+
+def _half_away(a):  # std::round, as TensorFlow's kernels round
+    return np.sign(a) * np.floor(np.abs(a) + 0.5)
+
+
+_QUANT = ("fake_quant_with_min_max_args", "fake_quant_with_min_max_vars")
+
+# Ops whose derivative is zero almost everywhere (rounding, quantising), by what users mean
+# their derivative to be, the straight-through estimator: rounding read as the identity, a
+# clip's mask kept; a sign as `clip(x, -1, 1)` (the hard tanh, the gradient Hubara et al. and
+# Larq give it).
+STRAIGHT_THROUGH: dict[str, Callable] = {
+    **{name: _unary(lambda a: a) for name in ("round", "floor", "ceil", "rint")},
+    "sign": _unary(lambda a: np.clip(a, -1.0, 1.0)),
+    **dict.fromkeys(_QUANT, _fake_quant(lambda a: a, False)),
+}
+OPS.update({**dict.fromkeys(_QUANT, _fake_quant(_half_away, True)), "rint": _unary(np.rint)})
+
 # Python builtins the maths may use.
 def _range(*args):
-    r = range(*args)
+    # The evaluator reads every number literal as a float: `range(1, n)` takes whole ones.
+    r = range(*(int(a) if isinstance(a, float) and a == int(a) else a for a in args))
     bounded(len(r))
     return r
 

@@ -4,13 +4,21 @@ is, when it is not a plain name bound to a def in this module.
 Grad fns, forwards and decorators are reached through a class hierarchy (`self._grad`,
 `cls._fwd`, `super()._grad`, bases in other project modules; a base that passes
 `self.forward` to `tf.custom_gradient` makes each subclass's `forward` a forward), through structures (a dict or list
-of functions indexed by a constant, `GRADS["gelu"]`; a field of a config object, namedtuple or
-dataclass built in the source, `cfg.grad_fn`), through factories (a call of a function that
+of functions indexed by a constant, `GRADS["gelu"]`, or by anything else, `ACTS[cfg.act]`, then
+any of its entries; a `dict(...)` call, a comprehension keyed by `fn.__name__`, `.update(...)`,
+`.get(key)`; a registry filled by `TABLE[key] = fn` or by a decorator that stores what it
+decorates, `@register("swish")` or a registry class's `@REGISTRY.register("swish")`, in the
+table's module and the modules of its directory; a field of a config object, namedtuple or
+dataclass built in the source, `cfg.grad_fn`), through project modules named by attribute
+(`ops.swish`, `mypkg.ops.Layer`, a package `__init__`'s re-exports), through factories (a call of a function that
 returns a nested def or lambda, `make_grad(x)`, in this module or another), through
 `functools.partial`, and through user decorators that apply `tf.custom_gradient` (`def
 cg_op(f): return tf.custom_gradient(f)`, a `functools.wraps` wrapper around it, or a decorator
 factory returning one). Every step is bounded (`MAX_DEPTH`, `MAX_CALLEES`); another module is
 read through the project index, which models each file once per content hash.
+
+`sites_reached` answers "which custom-gradient function is this callee" across the same
+boundaries: a call is a site's call only when every function the callee may be is one.
 
 A function found in another module is *adopted*: the names it reads are answered by its own
 module (`qualname`, `resolve`, `helper`), so rules asking the site's model about a grad fn
@@ -19,13 +27,14 @@ defined elsewhere get the defining module's answers.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from cglint.model.ops import TF_FUNCTION
-from cglint.model.scopes import FunctionNode, Scope, _is_self, _is_staticmethod
+from cglint.model.scopes import FunctionNode, Param, Scope, _is_self, _is_staticmethod, argument
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -33,6 +42,12 @@ if TYPE_CHECKING:
 
 MAX_DEPTH = 6  # steps followed (a factory's return, a base class, a table entry, ...)
 MAX_CALLEES = 8  # functions one expression may stand for before it is "unknown"
+MAX_ENTRIES = 64  # entries of one table (literal, comprehension, registry) read
+MAX_SIBLINGS = 32  # modules of a registry's directory searched for what fills it
+
+Key = str | int | None  # a table's key; None: not known statically
+# (key, the model the value belongs to, the value: an expression or a registered def, its scope)
+Entry = tuple[Key, "ModuleModel", "cst.BaseExpression | cst.FunctionDef", Scope]
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,7 +85,64 @@ class BoundaryQueries:
         value with the model and scope to read it in."""
         if isinstance(expr, cst.Name) and self._is_imported_name(expr, scope):
             return [(m, v, m.root) for m, v in self.imported(expr.value)]
+        if isinstance(expr, cst.Attribute):  # `ops.swish` with `from mypkg import ops`
+            module = self.module_of(expr.value, scope)
+            if module is not None:
+                return module._exported(expr.attr.value)
         return [(self, v, scope) for v in self.resolve(expr, scope)]
+
+    # -- project modules named in code: `ops.swish`, `mypkg.ops.Layer`
+
+    def module_of(self, expr: cst.BaseExpression, scope: Scope) -> ModuleModel | None:
+        """The project module a name or dotted chain is (`ops` after `from mypkg import ops` or
+        `import mypkg.ops as ops`, `mypkg.ops` after `import mypkg`), else None."""
+        if isinstance(expr, cst.Name):
+            return self._module_named(expr.value) if self._is_imported_name(expr, scope) else None
+        if isinstance(expr, cst.Attribute):
+            parent = self.module_of(expr.value, scope)
+            return parent._submodule(expr.attr.value) if parent is not None else None
+        return None
+
+    def _module_named(self, name: str) -> ModuleModel | None:
+        memo = self.memo("_modules_memo")
+        if name not in memo:
+            spec = self.project_imports.get(name)
+            found = None
+            # a name the module defines (`from mypkg import swish`) is a binding, not a module
+            if spec is not None and self.project is not None and self.path is not None and not self.imported(name):
+                found = self.project.module_named(self.path, spec, self.dependencies)
+                self._touch(found)
+            memo[name] = found
+        return memo[name]
+
+    def _submodule(self, name: str) -> ModuleModel | None:
+        """`pkg.name` on this package: the module its `__init__` imports as `name`, or its
+        submodule `name`."""
+        if any(v is not None for v in self.root.bindings.get(name, ())):
+            return None
+        if name in self.project_imports:
+            return self._module_named(name)
+        if self.project is None or self.path is None or os.path.basename(self.path) != "__init__.py":
+            return None
+        path = self.project.module_path(self.path, 1, name)
+        loaded = self.project.model(path) if path is not None else None
+        if loaded is None:
+            return None
+        self.dependencies[path] = loaded[1]  # type: ignore[index]
+        self._touch(loaded[0])
+        return loaded[0]
+
+    def _exported(self, name: str) -> list[tuple[ModuleModel, object, Scope]]:
+        """What `module.name` is: the module's own top-level bindings, or what it re-exports."""
+        values = [v for v in self.root.visible(name, None) if v is not None]
+        if values:
+            return [(self, v, self.root) for v in values]
+        return [(m, v, m.root) for m, v in self.imported(name)]
+
+    def _touch(self, model: ModuleModel | None) -> None:
+        """`model`'s files are dependencies of this module's answers (`all_dependencies`)."""
+        if model is not None and model is not self:
+            self.memo("_touched_memo")[id(model)] = model  # followed in this lint (see `memo`)
 
     def _is_imported_name(self, name: cst.Name, scope: Scope) -> bool:
         found = scope.lookup(name.value)
@@ -91,8 +163,8 @@ class BoundaryQueries:
         if isinstance(value, cst.Attribute):
             return self._attribute(value, scope, depth + 1)
         if isinstance(value, cst.Subscript):
-            return [c for entry, where in self._entries(value, scope, depth + 1)
-                    for c in self.callables(entry, where, depth + 1)]
+            return [c for model, entry, where in self._entries(value, scope, depth + 1)
+                    for c in model.callables(entry, where, depth + 1)]  # type: ignore[arg-type]
         return []
 
     # -- calls: functools.partial and factories
@@ -105,6 +177,9 @@ class BoundaryQueries:
             keywords = frozenset(a.keyword.value for a in rest if a.keyword is not None)
             return [Callee(c.node, c.model, c.bound + sum(1 for a in rest if a.keyword is None), c.keywords | keywords)
                     for c in self.callables(call.args[0].value, scope, depth)]
+        looked_up = self._got(call, scope, depth)
+        if looked_up:
+            return [c for model, entry, where in looked_up for c in model.callables(entry, where, depth + 1)]  # type: ignore[arg-type]
         out: list[Callee] = []
         for factory in self.callables(call.func, scope, depth):  # what the factory returns
             if isinstance(factory.node, cst.FunctionDef):
@@ -130,6 +205,9 @@ class BoundaryQueries:
                 field = model._field(value, name, where, depth)
                 if field is not None:
                     out += model.callables(field[0], field[1], depth + 1)
+                else:  # `registry.register` with `registry = Registry(...)`: the class's method
+                    out += [c for m, cls, _ in model.values(value.func, where) if isinstance(cls, cst.ClassDef)
+                            and cls in m.scope_of for c in m.method(m.scope_of[cls], name, depth + 1)]
             elif isinstance(value, cst.ClassDef) and value in model.scope_of:
                 # `Ops.backward` on the class: only a classmethod comes with its first argument bound.
                 out += [c if isinstance(c.node, cst.FunctionDef) and _is_classmethod(c.node)
@@ -167,8 +245,8 @@ class BoundaryQueries:
             expr = base.value
             if isinstance(expr, cst.Name) and self._is_imported_name(expr, self.root):
                 found = self.imported(expr.value)
-            else:
-                found = [(self, v) for v in self.resolve(expr, cls.parent or self.root)]
+            else:  # a class here, or `ops.Layer` of a project module
+                found = [(m, v) for m, v, _ in self.values(expr, cls.parent or self.root)]  # type: ignore[misc]
             out += [(model, model.scope_of[v]) for model, v in found
                     if isinstance(v, cst.ClassDef) and v is not cls.node and v in model.scope_of]
         return out
@@ -269,38 +347,261 @@ class BoundaryQueries:
                         memo.setdefault(id(cls), []).append((target.attr.value, call))
         return memo
 
-    # -- structures: tables of functions indexed by a constant
+    # -- structures: tables and registries of functions
 
-    def _entries(self, sub: cst.Subscript, scope: Scope, depth: int) -> list[tuple[cst.BaseExpression, Scope]]:
-        """`TABLE["key"]` / `FNS[0]`: the entry a constant key selects in a literal dict, list or
-        tuple the container is bound to (here, an imported table, or `self.table`)."""
+    def _entries(self, sub: cst.Subscript, scope: Scope, depth: int) -> list[tuple[ModuleModel, object, Scope]]:
+        """`TABLE["key"]` / `FNS[0]` / `ACTIVATIONS[cfg.act]`: the entries the key may select in
+        the tables the container may be (a non-constant key: any of them), each with the model
+        and scope to read it in."""
         if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Index):
             return []
-        key = self._constant(sub.slice[0].slice.value, scope)
-        if key is None:
+        return self._lookup(sub.value, self._constant(sub.slice[0].slice.value, scope), scope, depth)
+
+    def _got(self, call: cst.Call, scope: Scope, depth: int) -> list[tuple[ModuleModel, object, Scope]]:
+        """`TABLE.get(key)` / `TABLE.get(key, default)`: as `TABLE[key]`."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "get" and call.args
+                and not call.args[0].keyword and not call.args[0].star):
             return []
-        out: list[tuple[cst.BaseExpression, Scope]] = []
-        for model, table, where in self._tables(sub.value, scope, depth):
-            entry = _entry(table, key)
-            if entry is not None:
-                out.append((entry, where))
-                if model is not self:
-                    self._adopt_expr(model, entry)
-        return out
+        return self._lookup(func.value, self._constant(call.args[0].value, scope), scope, depth)
+
+    def _lookup(self, container: cst.BaseExpression, key: Key, scope: Scope,
+                depth: int) -> list[tuple[ModuleModel, object, Scope]]:
+        out: list[tuple[ModuleModel, object, Scope]] = []
+        for model, table, where in self._tables(container, scope, depth):
+            wanted = key
+            if isinstance(key, int) and key < 0 and isinstance(table, (cst.List, cst.Tuple)):
+                wanted = key + len(table.elements)
+            entries = model._table_entries(table, where, depth)
+            exact = [e for e in entries if wanted is None or e[0] == wanted]
+            # a constant key none of the known keys is: an entry whose key is not known
+            out += [(m, v, w) for _, m, v, w in (exact or [e for e in entries if e[0] is None])]
+        return out[:MAX_CALLEES]
 
     def _tables(self, expr: cst.BaseExpression, scope: Scope,
                 depth: int) -> list[tuple[ModuleModel, cst.CSTNode, Scope]]:
-        """The literal dicts, lists and tuples a container expression may be: a name (imported
-        or not), `self.table`, or an entry of another table (`TABLE["gelu"][1]`)."""
+        """The tables a container expression may be: literal dicts, lists and tuples, `dict(...)`
+        calls and dict comprehensions, bound to a name (imported or not, `ops.TABLE`), to
+        `self.table`, or an entry of another table (`TABLE["gelu"][1]`)."""
         if isinstance(expr, cst.Attribute) and _is_self(expr.value):
             cls = scope.enclosing_class()
             values = cls.attributes.get(expr.attr.value, []) + cls.bindings.get(expr.attr.value, []) if cls else []
             found = [(self, v, self._scope_of_expr(v, cls)) for v in values]  # type: ignore[arg-type]
         elif isinstance(expr, cst.Subscript) and depth < MAX_DEPTH:
-            found = [(self, v, w) for e, w in self._entries(expr, scope, depth + 1) for v in self.resolve(e, w)]
+            found = [f for m, e, w in self._entries(expr, scope, depth + 1) for f in m.values(e, w)]  # type: ignore[arg-type]
         else:
             found = self.values(expr, scope)
-        return [(m, v, w) for m, v, w in found if isinstance(v, (cst.Dict, cst.List, cst.Tuple))]
+        return [(m, v, w) for m, v, w in found if isinstance(v, (cst.Dict, cst.List, cst.Tuple, cst.Set, cst.DictComp))
+                or isinstance(v, cst.Call) and m._is_builtin(v.func, "dict", w)]  # type: ignore[misc]
+
+    def _table_entries(self, table: cst.CSTNode, scope: Scope, depth: int) -> list[Entry]:
+        """Every entry of a table of this module, with its key: the display's own, what a
+        `dict(...)` call or a comprehension makes, and for a dict, what is stored in it later
+        (`_fills`). Bounded by `MAX_ENTRIES`."""
+        out: list[Entry] = []
+        if isinstance(table, (cst.List, cst.Tuple, cst.Set)):
+            if not any(isinstance(el, cst.StarredElement) for el in table.elements):
+                out = [(i if not isinstance(table, cst.Set) else None, self, el.value, scope)
+                       for i, el in enumerate(table.elements)]
+            return out[:MAX_ENTRIES]
+        if depth >= MAX_DEPTH:
+            return out
+        if isinstance(table, cst.Dict):
+            for el in table.elements:
+                if isinstance(el, cst.DictElement):
+                    out.append((self._constant(el.key, scope), self, el.value, scope))
+                else:  # `{**BASE, "gelu": gelu}`
+                    out += self._merged(el.value, scope, depth)
+        elif isinstance(table, cst.Call):  # `dict(relu=relu, swish=swish_cg)`, `dict(BASE, gelu=gelu)`
+            for arg in table.args:
+                if arg.keyword is not None:
+                    out.append((arg.keyword.value, self, arg.value, scope))
+                else:
+                    out += self._merged(arg.value, scope, depth)
+        elif isinstance(table, cst.DictComp):
+            out += self._comprehended(table, scope, depth)
+        if isinstance(table, (cst.Dict, cst.Call, cst.DictComp)):
+            out += self._fills(table, depth)
+        return out[:MAX_ENTRIES]
+
+    def _merged(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[Entry]:
+        """The entries of the tables `expr` may be (merged into another: `**BASE`, `update(BASE)`)."""
+        return [e for m, t, w in self._tables(expr, scope, depth + 1) for e in m._table_entries(t, w, depth + 1)]
+
+    def _comprehended(self, comp: cst.DictComp, scope: Scope, depth: int) -> list[Entry]:
+        """`{fn.__name__: fn for fn in ALL_OBJECTS}` (Keras's activations): one entry per element
+        of the iterated table, keyed by the element's def name where the key is `__name__`."""
+        loop = comp.for_in
+        if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name) \
+                or not (isinstance(comp.value, cst.Name) and comp.value.value == loop.target.value):
+            return []
+        by_name = isinstance(comp.key, cst.Attribute) and comp.key.attr.value == "__name__" \
+            and isinstance(comp.key.value, cst.Name) and comp.key.value.value == loop.target.value
+        out: list[Entry] = []
+        own = self.scope_of.get(comp)  # the comprehension's own scope, when it has one
+        outer = own.parent if own is not None and own.parent is not None else scope
+        for model, value, where in self._merged_values(loop.iter, outer, depth):
+            key: Key = None
+            if by_name:
+                defs = [v for _, v, _ in model.values(value, where) if isinstance(v, cst.FunctionDef)]  # type: ignore[arg-type]
+                key = defs[0].name.value if len(defs) == 1 else None
+            out.append((key, model, value, where))  # type: ignore[arg-type]
+        return out
+
+    def _merged_values(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[tuple[ModuleModel, object, Scope]]:
+        return [(m, v, w) for _, m, v, w in self._merged(expr, scope, depth)]
+
+    def _fills(self, table: cst.CSTNode, depth: int) -> list[Entry]:
+        """What a registry gets after it is made, in its module and the modules of its
+        directory that mention it: `TABLE[key] = fn`, `TABLE.update(...)`, and the defs a
+        decorator stores there (`@register("swish")` with `def register(name): def deco(fn):
+        TABLE[name] = fn; return fn; return deco`, a registry class's `register` method alike)."""
+        memo = self.memo("_fills_memo")
+        if id(table) in memo:
+            return memo[id(table)][1]
+        memo[id(table)] = (table, [])  # a registry filled from itself finds nothing more
+        # Only a registry other modules can reach (bound at module level, or an attribute of a
+        # class) is looked for in the modules of its directory.
+        words = {n for scope, n in self._bound_names.get(id(table), ())
+                 if scope is self.root or isinstance(scope.node, cst.ClassDef)} | self._attribute_names(table)
+        models: list[ModuleModel] = [self]
+        if self.project is not None and self.path is not None and words:
+            words.add(os.path.splitext(os.path.basename(self.path))[0])
+            models += [m for m in self.project.sibling_models(self.path, tuple(sorted(words)), self.memo("_scanned_memo"),
+                                                                   MAX_SIBLINGS) if m is not self and m.path != self.path]
+        for m in models[1:]:
+            self._touch(m)
+        out: list[Entry] = []
+        for model in models:
+            for target, value, scope in model._stores():
+                if not any(t is table for _, t, _ in model._tables(target.value, scope, depth + 1)):
+                    continue
+                key = target.slice[0].slice.value if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) \
+                    else None
+                param = _param_of(value, scope)
+                if param is not None:  # a decorator storing what it decorates
+                    out += model._registered(scope, param, key, models)
+                else:
+                    out.append((model._constant(key, scope) if key is not None else None, model, value, scope))
+            for call, scope in model._updates():
+                if any(t is table for _, t, _ in model._tables(call.func.value, scope, depth + 1)):  # type: ignore[attr-defined]
+                    for arg in call.args:
+                        if arg.keyword is not None:
+                            out.append((arg.keyword.value, model, arg.value, scope))
+                        elif not arg.star:
+                            out += model._merged(arg.value, scope, depth + 1)
+            if len(out) >= MAX_ENTRIES:
+                break
+        memo[id(table)] = (table, out[:MAX_ENTRIES])
+        return memo[id(table)][1]
+
+    def _attribute_names(self, table: cst.CSTNode) -> set[str]:
+        """The `self.<name>` attributes of a class bound to `table`."""
+        return {name for scope in self.root.walk() for name, values in scope.attributes.items()
+                if any(v is table for v in values)}
+
+    def _stores(self) -> list[tuple[cst.Subscript, cst.BaseExpression, Scope]]:
+        memo = self.__dict__.setdefault("_stores_memo", [])
+        if not memo:
+            memo.append([(t, v, scope) for scope in self.root.walk() for t, v in scope.stores])
+        return memo[0]
+
+    def _updates(self) -> list[tuple[cst.Call, Scope]]:
+        return [(c, s) for c, s in self.all_calls if isinstance(c.func, cst.Attribute) and c.func.attr.value == "update"]
+
+    def _registered(self, deco: Scope, param: int, key: cst.BaseExpression | None,
+                    models: list[ModuleModel]) -> list[Entry]:
+        """The defs of `models` decorated with a decorator that reaches `deco` (a def of this
+        module storing its parameter `param` in a registry under `key`). A def registered
+        before `tf.custom_gradient` wraps it (`@tf.custom_gradient` above the registering
+        decorator) is registered as the plain function: it is not an entry here."""
+        out: list[Entry] = []
+        for model in models:
+            for fn, scope in model.decorated:
+                for i, dec in enumerate(fn.decorators):
+                    if not model._may_be_project_decorator(dec.decorator, scope):
+                        continue
+                    if not any(c.node is deco.node for c in model.callables(dec.decorator, scope, 1)):
+                        continue
+                    if not any(model._is_custom_gradient(d.decorator.func if isinstance(d.decorator, cst.Call)
+                                                         else d.decorator) for d in fn.decorators[:i]):
+                        out.append((model._registered_key(fn, dec.decorator, deco, param, key, scope), model, fn, scope))
+                    break
+        return out
+
+    def _registered_key(self, fn: cst.FunctionDef, decorator: cst.BaseExpression, deco: Scope, param: int,
+                        key: cst.BaseExpression | None, scope: Scope) -> Key:
+        """The key a registering decorator stores `fn` under: a constant, `fn.__name__`, or the
+        argument the decorator call passes for the factory's parameter (`@register("swish")`)."""
+        if key is None:
+            return None
+        if isinstance(key, cst.Attribute) and key.attr.value == "__name__":
+            return fn.name.value
+        if isinstance(key, (cst.SimpleString, cst.Integer)):
+            return key.evaluated_value  # type: ignore[return-value]
+        factory = deco.parent
+        if not (isinstance(key, cst.Name) and isinstance(decorator, cst.Call) and factory is not None
+                and isinstance(factory.node, cst.FunctionDef)):
+            return None
+        params = [*factory.node.params.posonly_params, *factory.node.params.params]
+        names = [p.name.value for p in params]
+        if key.value not in names or key.value in deco.bindings:
+            return None
+        position = names.index(key.value)
+        cls = factory.parent
+        if cls is not None and isinstance(cls.node, cst.ClassDef) and not _is_staticmethod(factory.node):
+            position -= 1  # `self` / `cls` of a registry's method
+        arg = argument(decorator, position, key.value)
+        return self._constant(arg, scope) if arg is not None else None
+
+    def _may_be_project_decorator(self, decorator: cst.BaseExpression, scope: Scope) -> bool:
+        """Cheap: whether a decorator may be a function of the project (not `@tf.function`,
+        `@property`, `@functools.wraps(f)`)."""
+        func = decorator.func if isinstance(decorator, cst.Call) else decorator
+        if isinstance(func, cst.Name):
+            return scope.lookup(func.value) is not None or func.value in self.project_imports
+        if isinstance(func, cst.Attribute):
+            return self.qualname(func) is None or self.module_of(func.value, scope) is not None
+        return False
+
+    def _is_builtin(self, func: cst.BaseExpression, name: str, scope: Scope) -> bool:
+        return isinstance(func, cst.Name) and func.value == name and scope.lookup(name) is None and name not in self.imports
+
+    # -- which custom-gradient functions a callee expression is
+
+    def sites_reached(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[GradientSite | None]:
+        """The custom-gradient functions a callee (`ops.swish`, `ACTIVATIONS[name]`,
+        `get_activation(name)`, `ACTS.get(name)`) may be: each candidate's site, or None for a
+        candidate that is a plain function; empty when nothing is known."""
+        if depth > MAX_DEPTH:
+            return []
+        out: list[GradientSite | None] = []
+        for model, value, where in self.values(expr, scope):
+            out += model._sites_of(value, where, depth)
+        return out[:MAX_CALLEES]
+
+    def _sites_of(self, value: object, scope: Scope, depth: int) -> list[GradientSite | None]:
+        if isinstance(value, cst.FunctionDef):
+            return [next((s for s in self.module_sites() if s.forward is value and isinstance(s.wrapper, cst.Decorator)),
+                         None)]
+        if isinstance(value, cst.Lambda):
+            return [None]
+        if isinstance(value, cst.Subscript):
+            return [s for m, v, w in self._entries(value, scope, depth + 1) for s in m.sites_reached(v, w, depth + 1)]  # type: ignore[arg-type]
+        if not isinstance(value, cst.Call) or depth >= MAX_DEPTH:
+            return []
+        if self._is_custom_gradient(value.func):
+            return [next((s for s in self.module_sites() if s.wrapper is value), None)]
+        looked_up = self._got(value, scope, depth + 1)
+        if looked_up:
+            return [s for m, v, w in looked_up for s in m.sites_reached(v, w, depth + 1)]  # type: ignore[arg-type]
+        out: list[GradientSite | None] = []
+        for factory in self.callables(value.func, scope, depth + 1):  # `get_activation(name)`: what it returns
+            if isinstance(factory.node, cst.FunctionDef):
+                for ret in factory.scope.returns:
+                    if ret.value is not None:
+                        out += factory.model.sites_reached(ret.value, factory.scope, depth + 1)
+        return out
 
     def _constant(self, expr: cst.BaseExpression, scope: Scope) -> str | int | None:
         values = self.resolve(expr, scope)
@@ -332,7 +633,7 @@ class BoundaryQueries:
                 and decorator.value not in self.project_imports:
             return False  # a builtin, TensorFlow or an installed package: never project code
         if isinstance(decorator, cst.Attribute) and not _is_self(decorator.value) \
-                and self.qualname(decorator) is not None:
+                and self.qualname(decorator) is not None and self.module_of(decorator.value, scope) is None:
             return False  # `@tf.function`, `@functools.wraps(...)`: an import's own attribute
         return any(c.model._wraps(c, what, 0) for c in self.callables(decorator, scope))
 
@@ -433,18 +734,15 @@ def _is_super(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "super"
 
 
-def _entry(table: cst.CSTNode, key: str | int) -> cst.BaseExpression | None:
-    if isinstance(table, cst.Dict) and isinstance(key, str):
-        for el in table.elements:
-            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) \
-                    and el.key.evaluated_value == key:
-                return el.value
+def _param_of(value: cst.BaseExpression, scope: Scope) -> int | None:
+    """The position of the parameter of `scope`'s def that `value` is (`fn` in `def deco(fn)`)."""
+    node = scope.node
+    if not isinstance(value, cst.Name) or not isinstance(node, cst.FunctionDef):
         return None
-    if isinstance(table, (cst.List, cst.Tuple)) and isinstance(key, int):
-        elements = table.elements
-        if any(isinstance(el, cst.StarredElement) for el in elements) or not -len(elements) <= key < len(elements):
-            return None
-        return elements[key].value
+    params = [*node.params.posonly_params, *node.params.params]
+    for i, p in enumerate(params):
+        if p.name.value == value.value and all(isinstance(v, Param) for v in scope.bindings.get(value.value, [])):
+            return i
     return None
 
 

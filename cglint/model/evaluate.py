@@ -3,10 +3,10 @@ can be judged by its values instead of by its spelling.
 
 Only the project's own NumPy versions of TensorFlow / Keras ops (`cglint.model.arrays`), Python
 arithmetic, literals, tuples, dicts, one-loop list comprehensions, variables (by identity, with
-sample values the caller gives) and the module's helpers that compute one return from their
-parameters are evaluated; the user's code is read, never run. An expression holding anything
-else (a call the table does not know, a helper with loops, a name bound under conditions the
-caller did not pick) cannot be evaluated: `Unknown`, and nothing is claimed about it.
+sample values the caller gives) and the module's functions, lambdas and bounded loops
+(`cglint.model.interpret`) are evaluated; the user's code is read, never run. An expression
+holding anything else (a call the table does not know, a name bound under conditions the caller
+did not pick) cannot be evaluated: `Unknown`, and nothing is claimed about it.
 """
 
 from __future__ import annotations
@@ -16,26 +16,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import libcst as cst
 
+from cglint.model.interpret import Function, Instance, Interpreter, Unknown, Var, unwrap
 from cglint.model.ops import tf_op_name
-from cglint.model.scopes import Param, Scope, Unpacked
+from cglint.model.scopes import Param, Scope, Unpacked, _is_self, _is_staticmethod
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
-
-
-class Unknown(Exception):
-    """The expression holds something the evaluator does not compute."""
-
-
-class Var:
-    """A variable's sample value; compared by identity, as `variables` and `w.ref()` are."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def unwrap(value: Any) -> Any:
-    return value.value if isinstance(value, Var) else value
 
 
 def _bounded(op: Callable) -> Callable:
@@ -47,8 +33,11 @@ def _bounded(op: Callable) -> Callable:
         if isinstance(a, (list, tuple, str)) or isinstance(b, (list, tuple, str)):
             n = b if isinstance(b, int) else a if isinstance(a, int) else 1
             arrays.bounded(len(a if isinstance(a, (list, tuple, str)) else b) * max(int(n), 1))
-        elif op is _power and isinstance(a, int) and isinstance(b, int) and abs(b) > 64:
-            raise ValueError("an integer power too large to build")
+        elif isinstance(a, int) and isinstance(b, int):
+            # Python ints grow without bound (`10 ** 10**8`, a loop squaring `len(shape)`)
+            bits = a.bit_length() * abs(b) if op is _power else a.bit_length() + b.bit_length()
+            if bits > 4096:
+                raise ValueError("an integer too large to build")
         elif op is _matmul:
             return arrays.OPS["matmul"](a, b)  # checks the product's size
         elif hasattr(a, "shape") or hasattr(b, "shape"):
@@ -69,25 +58,30 @@ _BINARY = {t: _bounded(op) for t, op in {
     cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b, cst.Multiply: lambda a, b: a * b,
     cst.Divide: lambda a, b: a / b, cst.Power: _power, cst.MatrixMultiply: _matmul,
 }.items()}
+_BINARY.update({cst.BitAnd: _bounded(lambda a, b: a & b), cst.BitOr: _bounded(lambda a, b: a | b)})
 _COMPARE = {
     cst.LessThan: lambda a, b: a < b, cst.GreaterThan: lambda a, b: a > b,
     cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThanEqual: lambda a, b: a >= b,
     cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b,
+    cst.Is: lambda a, b: a is b, cst.IsNot: lambda a, b: a is not b,  # `x is None`
 }
 _CONSTANTS = {"numpy.pi": math.pi, "math.pi": math.pi, "numpy.e": math.e, "math.e": math.e,
               "tensorflow.newaxis": None, "numpy.newaxis": None}
 
 
-class Evaluator:
+class Evaluator(Interpreter):
     """Values of expressions of one module at one point, given values for some parameters
     (`env`: the Param bindings by node identity) and variables (`variables`: by the call that
     creates them). `swap` reads another name where a given Name node is read (by identity);
     `frozen` holds each `stop_gradient`'s value at the base point, recorded when `record`, so
-    a perturbed evaluation sees no derivative through it, as TensorFlow's autodiff does."""
+    a perturbed evaluation sees no derivative through it, as TensorFlow's autodiff does.
+    `straight_through` reads rounding and quantising ops as their straight-through estimators
+    (`arrays.STRAIGHT_THROUGH`); `rounded` says whether one was met."""
 
     def __init__(self, model: ModuleModel, env: dict[int, Any], picks: dict | None = None, *,
                  variables: dict[int, Var] | None = None, swap: dict[int, str] | None = None,
-                 frozen: dict[int, Any] | None = None, record: bool = False) -> None:
+                 frozen: dict[int, Any] | None = None, record: bool = False,
+                 straight_through: bool = False, budget: list[int] | None = None) -> None:
         from cglint.model import arrays  # NumPy only once maths is evaluated
 
         self.ops, self.np = arrays, arrays.np
@@ -96,9 +90,12 @@ class Evaluator:
         self.choices: dict[tuple[int, str], int] = {}  # names bound more than once, met so far
         self.variables, self.swap = variables or {}, swap or {}
         self.frozen, self.record = frozen if frozen is not None else {}, record
-        self.locals: dict[str, Any] = {}  # comprehension targets
+        self.locals: dict[str, Any] = {}  # comprehension targets, the running function's names
         self.memo: dict[tuple[int, int], Any] = {}
-        self.helpers: list[cst.FunctionDef] = []  # the helpers being evaluated
+        self.helpers: list[cst.CSTNode] = []  # the functions running
+        self.frames: list[Scope] = []  # their scopes: their names are in `locals` or unbound
+        self.steps, self.budget = 0, budget if budget is not None else [0]
+        self.straight_through, self.rounded = straight_through, False
 
     def value(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Any:
         if depth > 60:
@@ -118,10 +115,20 @@ class Evaluator:
                 return -inner
             if isinstance(expr.operator, cst.Plus):
                 return inner
+            if isinstance(expr.operator, cst.Not):
+                return not self.truth(inner)
             raise Unknown(type(expr.operator).__name__)
-        if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _BINARY:
-            return _BINARY[type(expr.operator)](unwrap(self.value(expr.left, scope, d)),
-                                                unwrap(self.value(expr.right, scope, d)))
+        if isinstance(expr, cst.BinaryOperation):
+            return self.binary(type(expr.operator), self.value(expr.left, scope, d), self.value(expr.right, scope, d))
+        if isinstance(expr, cst.BooleanOperation):  # Python's `and` / `or`, on one value each
+            left = self.value(expr.left, scope, d)
+            if self.truth(left) == isinstance(expr.operator, cst.Or):
+                return left
+            return self.value(expr.right, scope, d)
+        if isinstance(expr, cst.IfExp):
+            return self.value(expr.body if self.truth(self.value(expr.test, scope, d)) else expr.orelse, scope, d)
+        if isinstance(expr, cst.Lambda) and expr in self.model.scope_of:
+            return Function(expr, self.model.scope_of[expr], self.locals)
         if (isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1
                 and type(expr.comparisons[0].operator) in _COMPARE):
             return _COMPARE[type(expr.comparisons[0].operator)](
@@ -146,6 +153,12 @@ class Evaluator:
         raise Unknown(type(expr).__name__)
 
     @staticmethod
+    def binary(operator: type, left: Any, right: Any) -> Any:
+        if operator not in _BINARY:
+            raise Unknown(operator.__name__)
+        return _BINARY[operator](unwrap(left), unwrap(right))
+
+    @staticmethod
     def _key(key: Any) -> Any:
         if isinstance(key, (Var, str, int, float, bool, tuple)):
             return key
@@ -153,19 +166,25 @@ class Evaluator:
 
     def _comprehension(self, expr: cst.ListComp, scope: Scope, depth: int) -> list:
         loop = expr.for_in
-        if loop.ifs or loop.inner_for_in is not None or not isinstance(loop.target, cst.Name) or loop.asynchronous:
+        if loop.inner_for_in is not None or not isinstance(loop.target, cst.Name) or loop.asynchronous:
             raise Unknown("comprehension")
         items = self.value(loop.iter, scope, depth)
-        if not isinstance(items, (list, tuple)):
+        if not isinstance(items, (list, tuple, range)):
             raise Unknown("comprehension over a non-list")
-        name, saved = loop.target.value, dict(self.locals)
+        name, missing = loop.target.value, object()
+        saved = self.locals.get(name, missing)  # restored in place: closures hold this dict
         out = []
         try:
             for item in items:
+                self.step()
                 self.locals[name] = item
-                out.append(self.value(expr.elt, scope, depth))
+                if all(self.truth(self.value(c.test, scope, depth)) for c in loop.ifs):
+                    out.append(self.value(expr.elt, scope, depth))
         finally:
-            self.locals = saved
+            if saved is missing:
+                self.locals.pop(name, None)
+            else:
+                self.locals[name] = saved
         return out
 
     def _subscript(self, expr: cst.Subscript, scope: Scope, depth: int) -> Any:
@@ -239,65 +258,86 @@ class Evaluator:
         if op is None and qualname is not None and qualname.startswith(("math.", "numpy.")):
             op = qualname.split(".", 1)[1]  # `math.log(2.0)`, `np.exp(x)`: the same maths
         if op == "stop_gradient" and call.args:
-            if self.helpers:
-                raise Unknown("stop_gradient in a helper")  # one call node, several values
+            if any(scope.within(f) for f in self.frames):
+                raise Unknown("stop_gradient in a function run")  # one call node, several values
             if not self.record and id(call) in self.frozen:
                 return self.frozen[id(call)]
             value = self.value(call.args[0].value, scope, depth)
             if self.record:
                 self.frozen[id(call)] = value
             return value
+        if op == "where" and len(call.args) == 3 and not any(a.keyword for a in call.args):
+            return self._where(call, scope, depth)
         fn = self.ops.OPS.get(op) if op is not None else None
+        if op in self.ops.STRAIGHT_THROUGH:
+            self.rounded = True
+            fn = self.ops.STRAIGHT_THROUGH[op] if self.straight_through else fn
         if fn is None and isinstance(call.func, cst.Name) and scope.lookup(call.func.value) is None:
             fn = self.ops.BUILTINS.get(call.func.value)
+        if fn is None and op != "while_loop":
+            fn = self._function(call, scope, depth)
         args = [unwrap(self.value(a.value, scope, depth)) for a in call.args if a.keyword is None]
         kwargs = {a.keyword.value: unwrap(self.value(a.value, scope, depth)) for a in call.args if a.keyword is not None}
-        if fn is None:
-            return self._helper(call, scope, depth, args, kwargs)
+        if op == "while_loop":
+            return self.while_loop(args, kwargs, depth)
+        if isinstance(fn, Function):
+            return self.call_function(fn, args, kwargs, depth)
         try:
             return fn(*args, **kwargs)
         except TypeError as e:  # a signature the table does not accept, or values it does not take
             raise Unknown(f"call {op}: {e}") from None
 
-    def _helper(self, call: cst.Call, scope: Scope, depth: int, args: list, kwargs: dict) -> Any:
-        """A function of this module whose body computes its one return from its parameters
-        (`_unbroadcast(g, like)`): its maths with the call's values, read like the forward's."""
+    def _function(self, call: cst.Call, scope: Scope, depth: int) -> Function:
+        """The callee when it is a def or lambda of this module (`_unbroadcast(g, like)`), or one
+        made by the function running: it is run on the call's values."""
+        if isinstance(call.func, cst.Name) and isinstance(self.locals.get(call.func.value), Function):
+            return self.locals[call.func.value]
+        cls = scope.enclosing_class()
+        if isinstance(call.func, cst.Attribute) and _is_self(call.func.value) and cls is not None:
+            # `self._helper(x)`: the class's one def of that name, its `self` an Instance
+            defs = cls.bindings.get(call.func.attr.value, [])
+            if len(defs) == 1 and isinstance(defs[0], cst.FunctionDef) and defs[0] in self.model.scope_of:
+                static = _is_staticmethod(defs[0])
+                return Function(defs[0], self.model.scope_of[defs[0]], {}, () if static else (Instance(),))
         helper = self.model.helper(call.func, scope)
-        node = helper.node if helper is not None and helper.model is self.model else None
-        if node is None or node.decorators or len(helper.returned()) != 1 or len(self.helpers) > 3:
+        if helper is None or helper.model is not self.model:
+            try:  # a lambda bound to a name, a def passed in as a parameter
+                fn = self.value(call.func, scope, depth)
+            except Unknown:
+                fn = None
+            if isinstance(fn, Function):
+                return fn
             raise Unknown(f"call {self.model.qualname(call.func)}")
-        p = node.params
-        if p.kwonly_params or p.posonly_params or p.star_kwarg or isinstance(p.star_arg, cst.Param):
-            raise Unknown("helper parameters")
-        names = [q.name.value for q in p.params]
-        values = dict(zip(names, args))
-        if len(args) > len(names) or set(kwargs) - set(names) or set(values) & set(kwargs):
-            raise Unknown("helper arguments")
-        values.update(kwargs)
-        params = {}
-        for q in p.params:
-            if q.name.value not in values:
-                raise Unknown("helper default")
-            param = next((b for b in helper.scope.bindings.get(q.name.value, []) if isinstance(b, Param)), None)
-            params[id(param)] = values[q.name.value]
-        saved = self.env, self.memo, self.locals
-        self.env, self.memo, self.locals = {**self.env, **params}, {}, {}
-        self.helpers.append(node)
-        try:
-            return self.value(helper.returned()[0], helper.scope, depth)
-        finally:
-            self.env, self.memo, self.locals = saved
-            self.helpers.pop()
+        return Function(helper.node, helper.scope, {})
+
+    def _where(self, call: cst.Call, scope: Scope, depth: int) -> Any:
+        """`tf.where(c, x, y)`: where `c` holds one value everywhere, the branch it does not pick
+        need not be evaluable (its values reach neither the output nor its derivative)."""
+        c, x, y = (call.args[i].value for i in range(3))
+        cond = unwrap(self.value(c, scope, depth))
+        picked = self.np.asarray(self.ops.OPS["where"](cond, 1.0, 0.0))
+        branches = []
+        for branch, used in ((x, picked.any()), (y, not picked.all())):
+            try:
+                branches.append(unwrap(self.value(branch, scope, depth)))
+            except Unknown:
+                if used:
+                    raise
+                branches.append(None)
+        x_value, y_value = (b if b is not None else o for b, o in zip(branches, branches[::-1]))
+        return self.ops.OPS["where"](cond, x_value, y_value)
 
     def _name(self, name: cst.Name, scope: Scope, depth: int) -> Any:
-        if name.value in self.locals:
-            return self.locals[name.value]
         if id(name) in self.swap:
             return self._name(cst.Name(self.swap[id(name)]), scope, depth)
+        if name.value in self.locals:
+            return self.locals[name.value]
         found = scope.lookup(name.value)
         if found is None:
             raise Unknown(name.value)
         owner = found[0]
+        if any(owner is f for f in self.frames):
+            raise Unknown(f"{name.value} not bound yet")
         seq = self.model._read_seq.get(id(name))
         values = owner.visible(name.value, seq if owner is scope else None)
         if not 1 <= len(values) <= 4:
@@ -320,15 +360,21 @@ class Evaluator:
         key = (id(value), id(owner))
         if key in self.memo:
             return self.memo[key]
-        if isinstance(value, Unpacked):
-            source = unwrap(self.value(value.source, owner, depth + 1))
-            if not isinstance(source, (tuple, list)) or value.index >= len(source):
-                raise Unknown(f"unpacking {name.value}")
-            result = source[value.index]
-        elif isinstance(value, cst.BaseExpression):
-            result = self.value(value, owner, depth + 1)
-        else:
-            raise Unknown(name.value)
+        saved, self.locals = self.locals, {}  # the running function's names are not the owner's
+        try:
+            if isinstance(value, Unpacked):
+                source = unwrap(self.value(value.source, owner, depth + 1))
+                if not isinstance(source, (tuple, list)) or value.index >= len(source):
+                    raise Unknown(f"unpacking {name.value}")
+                result = source[value.index]
+            elif isinstance(value, cst.BaseExpression):
+                result = self.value(value, owner, depth + 1)
+            elif isinstance(value, cst.FunctionDef) and value in self.model.scope_of:
+                result = Function(value, self.model.scope_of[value], {})
+            else:
+                raise Unknown(name.value)
+        finally:
+            self.locals = saved
         self.memo[key] = result
         return result
 
@@ -353,9 +399,11 @@ def derivative_at_output(model: ModuleModel, site) -> cst.BaseExpression | None:
     if x_param is None or dy_param is None:
         return None
 
+    budget = [0]  # statements run over every evaluation of this site
+
     def evaluate(expr: cst.BaseExpression, scope: Scope, env: dict[int, float]) -> float:
         """The value in every world of conditional bindings (at most 8), when all agree."""
-        first = Evaluator(model, env)
+        first = Evaluator(model, env, budget=budget)
         value = float(first.value(expr, scope))
         worlds = [{}]
         for key, n in first.choices.items():
@@ -363,7 +411,7 @@ def derivative_at_output(model: ModuleModel, site) -> cst.BaseExpression | None:
         if len(worlds) > 8:
             raise Unknown("too many conditional bindings")
         for picks in worlds[1:]:
-            other = float(Evaluator(model, env, picks).value(expr, scope))
+            other = float(Evaluator(model, env, picks, budget=budget).value(expr, scope))
             if abs(other - value) > 1e-9 * max(1.0, abs(value)):
                 raise Unknown("the value depends on which binding holds")
         return value
@@ -385,7 +433,7 @@ def derivative_at_output(model: ModuleModel, site) -> cst.BaseExpression | None:
                 at_output = (forward(y + hy) - forward(y - hy)) / (2 * hy)
             except Unknown:
                 return None
-            except (ArithmeticError, ValueError, TypeError):
+            except (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AttributeError):
                 continue  # outside the maths' domain at this point (log of a negative, ...)
             if not all(math.isfinite(v) for v in (g, true, at_output)):
                 continue

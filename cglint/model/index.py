@@ -141,6 +141,16 @@ class ModuleIndex:
             owner = scope.enclosing_class()
             hit = index.get(("self." + func.attr.value, id(owner))) if owner is not None else None
             return hit[1] if hit else None
+        # `ops.swish(...)`, `ACTIVATIONS[name](...)`, `get_activation(name)(...)`: a site when
+        # every function the callee may be is one (a registry mixing plain functions says nothing).
+        if isinstance(func, cst.Attribute) and not imported:
+            return None
+        if isinstance(func, cst.Call) and not imported and self._is_custom_gradient(func.func):
+            return None  # `tf.custom_gradient(f)(x)`: the call form, not a call of a named site
+        if isinstance(func, (cst.Attribute, cst.Subscript, cst.Call)):
+            found = self.sites_reached(func, scope)
+            if found and all(s is not None and (imported or s.model is self) for s in found):
+                return found[0]
         return None
 
     @cached_property

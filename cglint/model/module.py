@@ -150,9 +150,8 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         memo = self.memo("_imported")
         if name not in memo:
             memo[name] = self.project.symbol(self.path, spec, self.dependencies)
-            touched = self.__dict__.setdefault("_touched", {})
             for model, _ in memo[name]:
-                touched[id(model)] = model
+                self._touch(model)
         return memo[name]
 
     def memo(self, name: str) -> dict:
@@ -169,15 +168,19 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         """The project files this module's answers depend on, with their content hashes: those
         it imports from and, through them, those the modules it followed import from (a grad fn
         reached through a table in one module whose entry another defines)."""
-        out = dict(self.dependencies)
-        todo, seen = list(self.__dict__.get("_touched", {}).values()), {id(self)}
+        out: dict[str, str] = {}
+        todo, seen = list(self.memo("_touched_memo").values()), {id(self)}
         while todo:
             model = todo.pop()
             if id(model) in seen:
                 continue
             seen.add(id(model))
             out.update(model.dependencies)
-            todo += model.__dict__.get("_touched", {}).values()
+            out.update(model.memo("_scanned_memo"))
+            todo += model.memo("_touched_memo").values()
+        # this lint's own reads last: a module followed in an earlier lint may hold older hashes
+        out.update(self.memo("_scanned_memo"))
+        out.update(self.dependencies)
         return out
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:

@@ -29,6 +29,8 @@ _OP_NAMESPACES = (
     "keras.ops.",
     "keras.src.activations.",
     "keras.src.ops.",
+    "tensorflow.quantization.",
+    "keras.quantizers.",
     "tensorflow.",
 )
 # Spellings of the same op under another name.

@@ -24,6 +24,8 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from cglint.quickscan import module_path
+
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
     from cglint.model.scopes import Binding
@@ -49,18 +51,7 @@ class Project:
 
     def module_path(self, importer: str, level: int, dotted: str) -> str | None:
         """The project file `dotted` names for a module at `importer`, or None."""
-        parts = [p for p in dotted.split(".") if p]
-        here = os.path.dirname(os.path.abspath(importer))
-        if level:
-            base = here
-            for _ in range(level - 1):
-                base = os.path.dirname(base)
-            return _module_file(base, parts)
-        for root in _roots(here):
-            found = _module_file(root, parts)
-            if found is not None:
-                return found
-        return None
+        return module_path(importer, level, dotted)
 
     def model(self, path: str) -> tuple[ModuleModel, str] | None:
         """The module at `path` modelled for its bindings, and its content hash."""
@@ -109,21 +100,48 @@ class Project:
         return []
 
 
-def _module_file(base: str, parts: list[str]) -> str | None:
-    target = os.path.join(base, *parts)
-    for candidate in (target + ".py", os.path.join(target, "__init__.py")):
-        if os.path.isfile(candidate):
-            return candidate
-    return None
+    def module_named(self, importer: str, spec: ImportSpec, seen: dict[str, str]) -> ModuleModel | None:
+        """The project module an import binds to a name, when it is a module rather than a
+        name defined in one: `import mypkg.ops as ops`, `from mypkg import ops`, `from . import
+        ops`, `import mypkg` (its `__init__`)."""
+        level, module, name = spec
+        dotted = module if name is None else f"{module}.{name}" if module else name
+        path = self.module_path(importer, level, dotted)
+        loaded = self.model(path) if path is not None else None
+        if loaded is None:
+            return None
+        seen[path] = loaded[1]  # type: ignore[index]
+        return loaded[0]
 
+    def sibling_models(self, path: str, words: tuple[str, ...], seen: dict[str, str],
+                       limit: int = 32) -> list[ModuleModel]:
+        """The modules of `path`'s directory whose text mentions one of `words` (where a
+        registry defined in one module is filled by the others), at most `limit` of them. Every
+        file read goes to `seen`: one that starts mentioning them changes the answer."""
+        from cglint import files
 
-def _roots(directory: str) -> list[str]:
-    """Where absolute imports of the project resolve: the directory above the top package the
-    importer is in, and the importer's own directory."""
-    top = directory
-    while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
-        top = os.path.dirname(top)
-    return [top] if top == directory else [top, directory]
+        directory = os.path.dirname(os.path.abspath(path))
+        try:
+            names = sorted(n for n in os.listdir(directory) if n.endswith(".py"))[:4 * limit]
+        except OSError:
+            return []
+        out: list[ModuleModel] = []
+        for name in names:
+            candidate = os.path.join(directory, name)
+            if candidate == os.path.abspath(path):
+                continue
+            try:
+                text = files.read_bytes(candidate, MAX_BYTES, what="a module of the linted file's package")[0]
+            except (OSError, ValueError):
+                continue
+            seen[candidate] = hashlib.sha256(text).hexdigest()
+            if any(w.encode() in text for w in words):
+                loaded = self.model(candidate)
+                if loaded is not None:
+                    out.append(loaded[0])
+                    if len(out) >= limit:
+                        break
+        return out
 
 
 def _parse(data: bytes, path: str, project: Project) -> ModuleModel | None:

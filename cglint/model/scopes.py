@@ -59,6 +59,8 @@ class Scope:
     comparisons: list[cst.Comparison] = field(default_factory=list)
     # Dict displays made directly in this scope (gradients keyed on variables).
     dicts: list[cst.Dict] = field(default_factory=list)
+    # `table[key] = value` made directly in this scope (registries filled by assignment).
+    stores: list[tuple[cst.Subscript, cst.BaseExpression]] = field(default_factory=list)
 
     # For each entry of `bindings[name]`: (when it was bound, in source order; whether it is
     # bound unconditionally, directly in the body rather than under an if/loop/try).
@@ -383,6 +385,8 @@ class _Collector(Walker):
                 cls.attributes.setdefault(target.attr.value, []).append(value)
             self.walk(target.value)
         else:
+            if isinstance(target, cst.Subscript) and isinstance(value, cst.BaseExpression):
+                self.scope.stores.append((target, value))
             self.walk(target)
 
     def visit_Assign(self, node: cst.Assign) -> bool:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from cglint.model.evaluate import Evaluator, Unknown, Var
+from cglint.model.interpret import Function
 from cglint.model.scopes import Param
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class OutputRead:
     output: str
     instead: str
     wrong: str
+    straight_through: bool = False  # judged against the straight-through estimator's derivative
 
 
 def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead | None:
@@ -74,9 +76,13 @@ class _Check:
         if self.grad.at is not None:
             raise _Skip  # defined in another module: its names are that module's
         returns = [r.value for r in self.grad.returns]
-        if len(returns) != 1 or returns[0] is None or len(self.grad.upstream_params) != 1 or self.grad.has_varargs:
+        # `grad(dy)`, or Keras's `grad(*args, upstream=None)`: that one is run
+        keras_style = self.grad.has_varargs and not self.grad.upstream_params
+        if not returns or None in returns or not (len(self.grad.upstream_params) == 1 and not self.grad.has_varargs
+                                                  or keras_style):
             raise _Skip
-        self.out, self.returned = out, returns[0]
+        # One return is read as an expression; several (or names bound under `if`s) are run.
+        self.out, self.returned = out, returns[0] if len(returns) == 1 else None
         # The grad fn's reads of the forward's output (the forward's own binding of the name).
         if out.value not in site.scope.bindings:
             raise _Skip
@@ -85,12 +91,14 @@ class _Check:
         if not self.reads:
             raise _Skip
         self.inputs = [self._param(site.scope, n) for n in site.inputs]
-        self.dy = self._param(self.grad.scope, self.grad.upstream_params[0])
+        self.dy = None if keras_style else self._param(self.grad.scope, self.grad.upstream_params[0])
         vp = self.grad.variables_param
         self.vars_param = self._param(self.grad.scope, vp, required=False) if vp else None
         if site.variables and self.vars_param is None:
             raise _Skip
         self.free, self.extra = self._free_params(), {}
+        self.positive = self.straight = self.rounded = False
+        self.budget = [0]  # statements run over every evaluation of this site
 
     def _keys(self, name: str) -> list[str] | None:
         """The string keys an input is read by (`features["a"]`): it is sampled as a dict."""
@@ -117,7 +125,7 @@ class _Check:
         if int(self.np.prod(shape)) > _MAX_ELEMENTS:
             raise _Skip
         mag = self.rng.uniform(0.2, 1.3, size=shape)
-        return mag * self.rng.choice([-1.0, 1.0], size=shape)
+        return mag if self.positive else mag * self.rng.choice([-1.0, 1.0], size=shape)
 
     def _var_shape(self, var: Variable) -> tuple:
         """From `shape=` (add_weight, an initializer's call) or the initial value; dimensions
@@ -186,8 +194,10 @@ class _Check:
         xs, ws = self._pack(flat)
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         variables = {id(v.created_by): Var(w) for v, w in zip(self.site.variables, ws)}
-        ev = Evaluator(self.model, env, variables=variables, frozen=frozen, record=record)
+        ev = Evaluator(self.model, env, variables=variables, frozen=frozen, record=record,
+                       straight_through=self.straight, budget=self.budget)
         y = ev.value(self.out, self.site.scope)
+        self.rounded |= ev.rounded
         if ev.choices:
             raise Unknown("conditional bindings")
         y = self.np.asarray(y.value if isinstance(y, Var) else y)
@@ -200,14 +210,21 @@ class _Check:
         xs, ws = self._pack(flat)
         variables = [Var(w) for w in ws]
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
-        env[id(self.dy)] = dy
+        env[id(self.dy)] = dy  # (id(None) for Keras's `*args`: read by none)
         if self.vars_param is not None:
             env[id(self.vars_param)] = variables if self.site.variables else None
         by_call = {id(v.created_by): var for v, var in zip(self.site.variables, variables)}
-        ev = Evaluator(self.model, env, variables=by_call, swap=swap)
-        value = ev.value(self.returned, self.grad.scope)
-        if ev.choices:
-            raise Unknown("conditional bindings")
+        ev = Evaluator(self.model, env, variables=by_call, swap=swap, budget=self.budget)
+        try:
+            if self.returned is None or self.dy is None:
+                raise Unknown("several returns, or the upstream in `*args`")
+            value = ev.value(self.returned, self.grad.scope)
+            if ev.choices:
+                raise Unknown("conditional bindings")
+        except Unknown:
+            ev = Evaluator(self.model, env, variables=by_call, swap=swap, budget=self.budget)
+            kwargs = {self.vars_param.node.name.value: env[id(self.vars_param)]} if self.vars_param else {}
+            value = ev.call_function(Function(self.grad.node, self.grad.scope, {}), [dy], kwargs, 0)
         n = len(self.inputs)
         if self.site.variables:
             if not isinstance(value, (tuple, list)) or len(value) != 2:
@@ -310,11 +327,25 @@ class _Check:
     def in_every_world(self) -> OutputRead | None:
         """The claim, when it holds for every value of the enclosing functions' parameters the
         forward reads (`axis` in `def reduce_prod(t, axis)` around it) that it evaluates at:
-        each is tried as 0, 1 and -1, at most two of them."""
+        each is tried as 0, 1 and -1, at most two of them. Samples are of both signs and, when
+        that says nothing, positive only: the domain of a scale, a concentration, a variance
+        (`i0e(k)` stands for `exp(-k) I0(k)` only where `k > 0`). A forward that rounds or
+        quantises has a zero derivative almost everywhere, which judges nothing: when it says
+        nothing, the forward's derivative is its straight-through estimator's."""
         if len(self.free) > 2:
             return None
         self.layout = [self._keys(name) for name in self.site.inputs]
         self.input_slots = sum(1 if k is None else len(k) for k in self.layout)
+        for self.straight, self.positive in product((False, True), (False, True)):
+            if self.straight and not self.rounded:
+                return None
+            found = self._worlds()
+            if found is not None:
+                found.straight_through = self.straight
+                return found
+        return None
+
+    def _worlds(self) -> OutputRead | None:
         found = None
         for values in product((0.0, 1.0, -1.0), repeat=len(self.free)):
             self.extra = {id(p): v for p, v in zip(self.free, values)}

@@ -59,12 +59,17 @@ class OutputDerivative(Rule):
 
     Whatever the spelling, the maths is also evaluated where cglint can compute it (its own
     NumPy versions of TensorFlow / Keras ops on small sample arrays: several inputs, a layer's
-    weights and module variables, matmuls, reductions, `tf.where`, broadcasting; never your
-    code): each returned gradient is compared with the forward's vector-Jacobian product
-    (central differences), and a read of the output is flagged when the gradients as written
-    differ from it at most sample points and reading the input (or the output's operand, `z`
-    in `y = tf.tanh(z)`) there makes every gradient match. Anything it cannot evaluate (an
-    op it has no NumPy version of, a helper with more than one return, a name bound under
+    weights and module variables, matmuls, reductions, `tf.where`, broadcasting, the module's
+    helpers with their locals, `if`s and loops, `tf.while_loop`; never your code): each
+    returned gradient is compared with the forward's vector-Jacobian product (central
+    differences, at samples of both signs, else positive ones), and a read of the output is
+    flagged when the gradients as written differ from it at most sample points and reading the
+    input (or the output's operand, `z` in `y = tf.tanh(z)`) there makes every gradient match.
+    A forward that rounds or quantises (`tf.round`, `floor`, `ceil`, `sign`,
+    `tf.quantization.fake_quant_*`) has a zero derivative almost everywhere, so there the
+    comparison is with the straight-through estimator users mean: rounding read as the
+    identity, a clip's mask kept, `sign` as `clip(x, -1, 1)`. Anything it cannot evaluate (an
+    op it has no NumPy version of, a loop of more than 256 trips, a name bound under
     conditions) claims nothing.
 
     ## Why is this bad?
@@ -463,8 +468,53 @@ def weighted_sum_exp(x, w):
 
     return y, grad
 '''),
+        # A straight-through quantiser whose mask reads the quantised output: |y| <= 1 always,
+        # so the gradient passes where the clip stopped it (TensorFlow 2.21: 1.0 for x = 1.1 and
+        # -1.25, where reading `x` gives 0).
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def quantize(x):
+    y = tf.round(tf.clip_by_value(x, -1.0, 1.0) * 127.0) / 127.0
+
+    def grad(dy):
+        return dy * tf.cast(tf.abs(y) <= 1.0, dy.dtype)
+
+    return y, grad
+''',
+            at="10:36",
+            fixed='''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def quantize(x):
+    y = tf.round(tf.clip_by_value(x, -1.0, 1.0) * 127.0) / 127.0
+
+    def grad(dy):
+        return dy * tf.cast(tf.abs(x) <= 1.0, dy.dtype)
+
+    return y, grad
+'''),
     ]
     VALID = [
+        # The straight-through sign of binarised networks: the gradient passes where |x| <= 1.
+        '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def binarize(x):
+    y = tf.sign(x)
+
+    def grad(dy):
+        return dy * tf.cast(tf.abs(x) <= 1.0, dy.dtype)
+
+    return y, grad
+''',
         '''
 import tensorflow as tf
 
@@ -588,9 +638,11 @@ def masked_gate(x, gate, mask):
             if hit is not None:
                 more = len(hit.reads) - 1
                 also = f" (and {more} more read{'s' if more > 1 else ''} of it)" if more else ""
+                against = (f"the straight-through derivative of `{site.name}` (its rounding, quantising or `sign` read "
+                           f"as the identity inside their clip)" if hit.straight_through else f"`{site.name}`'s vector-Jacobian product")
                 yield Finding(hit.reads[0], f"`{site.grad_fns[0].name}` reads the forward's output `{hit.output}` here{also} "
                                             f"where the derivative needs `{hit.instead}`: the gradient for `{hit.wrong}` "
-                                            f"differs from `{site.name}`'s vector-Jacobian product at sample points, and "
+                                            f"differs from {against} at sample points, and "
                                             f"reading `{hit.instead}` here makes every gradient match it",
                               fix=Fix([(r, cst.Name(hit.instead)) for r in hit.reads], safe=False,
                                       description=f"Read `{hit.instead}` where the derivative reads `{hit.output}`"))

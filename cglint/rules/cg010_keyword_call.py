@@ -280,11 +280,13 @@ def _default_made_input(site: GradientSite, index: int) -> str | None:
         passed = model.passed_at_least(call, scope)
         if passed is None or passed == got:
             continue
-        line = model.positions[call].start.line
+        # The call by its text, not its line: the editor's incremental analysis parses pieces.
+        text = " ".join(cst.Module([]).code_for_node(call).split())
+        text = text if len(text) <= 60 else text[:57] + "..."
         if len(positional) > index:
-            return (f"the call at line {line} passes it positionally, making it an input: TensorFlow expects "
+            return (f"`{text}` passes it positionally, making it an input: TensorFlow expects "
                     f"{passed} gradients there and the grad fn returns {got}")
-        return (f"the call at line {line} leaves it out: TensorFlow expects {passed} gradient{'s' * (passed != 1)} "
+        return (f"`{text}` leaves it out: TensorFlow expects {passed} gradient{'s' * (passed != 1)} "
                 f"there and the grad fn returns {got}")
     return None
 
