@@ -7,6 +7,8 @@ import libcst.matchers as m
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
+from cglint.model.scopes import Param
+from cglint.model.sites import GradFn
 from cglint.rules.base import Invalid, Rule
 
 
@@ -408,7 +410,7 @@ def pair_product(xs):
             return  # only `args[0]`-style picks: it may be meant for one input
         for grad in site.grad_fns:
             for ret in grad.returns:
-                if ret.value is None or site.model.flat_count(ret.value, grad.scope) != 1:
+                if ret.value is None or not _one_tensor(site, ret.value, grad):
                     continue
                 yield Finding(
                     ret.node,
@@ -416,3 +418,11 @@ def pair_product(xs):
                     f"(`*{star.name.value}`): TensorFlow raises 'custom_gradient function expected to return 2 "
                     f"gradients' as soon as two are passed; return one per input (`tuple(... for _ in {star.name.value})`)",
                 )
+
+
+def _one_tensor(site: GradientSite, expr: cst.BaseExpression, grad: GradFn) -> bool:
+    """Surely one tensor: arithmetic or the upstream itself (an op such as `tf.py_function`
+    may return a list)."""
+    values = site.model.resolve(expr, grad.scope)
+    return bool(values) and all(isinstance(v, (cst.BinaryOperation, cst.UnaryOperation)) or (
+        isinstance(v, Param) and v.node.name.value in grad.upstream_names) for v in values)
