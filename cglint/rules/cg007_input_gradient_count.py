@@ -425,4 +425,4 @@ def _one_tensor(site: GradientSite, expr: cst.BaseExpression, grad: GradFn) -> b
     may return a list)."""
     values = site.model.resolve(expr, grad.scope)
     return bool(values) and all(isinstance(v, (cst.BinaryOperation, cst.UnaryOperation)) or (
-        isinstance(v, Param) and v.node.name.value in grad.upstream_names) for v in values)
+        isinstance(v, Param) and v.node.star not in ("*", "**") and v.node.name.value in grad.upstream_names) for v in values)
