@@ -637,6 +637,24 @@ class BoundaryQueries:
             return False  # `@tf.function`, `@functools.wraps(...)`: an import's own attribute
         return any(c.model._wraps(c, what, 0) for c in self.callables(decorator, scope))
 
+    def compiles_under_custom_gradient(self, decorator: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether a user decorator (or what a decorator factory's call returns, `@fused_op()`)
+        applies `tf.custom_gradient` to `tf.function(...)` of what it decorates: the compiled
+        forward must return tensors, not `(y, grad_fn)`."""
+        if not self._may_be_project_decorator(decorator, scope):
+            return False
+        return any(isinstance(c.node, cst.FunctionDef) and c.model._custom_gradient_of_compiled(c)
+                   for c in self.callables(decorator, scope))
+
+    def _custom_gradient_of_compiled(self, fn: Callee) -> bool:
+        for ret in fn.scope.returns:
+            for call in _calls_in(ret.value) if ret.value is not None else []:
+                if self._is_custom_gradient(call.func) and call.args and any(
+                        isinstance(v, cst.Call) and self.qualname(v.func) in TF_FUNCTION
+                        for v in self.resolve(call.args[0].value, fn.scope)):
+                    return True
+        return False
+
     def _is_wanted(self, func: cst.BaseExpression, what: str) -> bool:
         return self._is_custom_gradient(func) if what == "custom_gradient" else self.qualname(func) in TF_FUNCTION
 
