@@ -623,6 +623,29 @@ def log1p_exp(x):
     return y, grad
 '''
 
+# A calibration helper in another module, called from the forward with the input tensor.
+CALIBRATION = '''import numpy as np
+
+
+def clip_range(t):
+    return {body}
+'''
+
+CALIBRATED = '''import tensorflow as tf
+
+from .calibration import clip_range
+
+
+@tf.custom_gradient
+def clipped(x):
+    bound = clip_range(x)
+
+    def grad(dy):
+        return dy * tf.cast(tf.abs(x) <= bound, dy.dtype)
+
+    return tf.clip_by_value(x, -bound, bound), grad
+'''
+
 CASES = {
     # name: (modules of package `mypkg`, the module linted, the (code, line) findings on it)
     #
@@ -750,6 +773,12 @@ CASES = {
     # TensorFlow: d/dx = sigmoid(x), the custom gradient, through the compiled op.
     "compiling_factory_valid": ({"compiling": COMPILING.format(body="tf.function(tf.custom_gradient(fn), jit_compile=jit)"),
                                  "ops": COMPILED_OPS}, "ops", []),
+    # TensorFlow: right eagerly; under tf.function NotImplementedError "Cannot convert a symbolic tf.Tensor to a numpy array".
+    "numpy_helper_invalid": ({"calibration": CALIBRATION.format(body="float(np.percentile(np.abs(t), 99.0))"),
+                              "calibrated": CALIBRATED}, "calibrated", [("CG012", 8)]),
+    # TensorFlow: the same gradient eagerly and under tf.function (NumPy on the static shape only).
+    "numpy_helper_valid": ({"calibration": CALIBRATION.format(body="3.0 / float(np.sqrt(np.prod(t.shape)))"),
+                            "calibrated": CALIBRATED}, "calibrated", []),
 }
 
 

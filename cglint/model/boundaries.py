@@ -655,6 +655,34 @@ class BoundaryQueries:
                     return True
         return False
 
+    def eager_only_params(self, fn: Callee) -> dict[str, str]:
+        """The parameters a project helper (here or in another module) turns into NumPy, which
+        works on eager tensors only: `t.numpy()` or a `numpy` function reading `t` directly
+        (not its static `.shape`/`.dtype`), each with the operation's name. A helper that
+        checks `tf.executing_eagerly()` says nothing."""
+        if not isinstance(fn.node, cst.FunctionDef):
+            return {}
+        model, params = fn.model, {p.name.value for p in [*fn.node.params.posonly_params, *fn.node.params.params]}
+        out: dict[str, str] = {}
+        for scope in fn.scope.walk():
+            for call in scope.calls:
+                func = call.func
+                qualname = model.qualname(func) or ""
+                if qualname.endswith("executing_eagerly"):
+                    return {}
+                if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not call.args:
+                    read, what = [func.value] if isinstance(func.value, cst.Name) else [], "`.numpy()`"
+                elif qualname.startswith("numpy."):
+                    read = [n for a in call.args for n in model.reads_in(a.value, frozenset({"shape", "dtype", "ndim", "name"}))]
+                    what = f"`{qualname}`"
+                else:
+                    continue
+                for name in read:
+                    if name.value in params and scope.lookup(name.value) is not None \
+                            and scope.lookup(name.value)[0] is fn.scope:  # type: ignore[index]
+                        out.setdefault(name.value, what)
+        return out
+
     def _is_wanted(self, func: cst.BaseExpression, what: str) -> bool:
         return self._is_custom_gradient(func) if what == "custom_gradient" else self.qualname(func) in TF_FUNCTION
 
