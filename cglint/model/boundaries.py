@@ -49,6 +49,8 @@ Key = str | int | None  # a table's key; None: not known statically
 # (key, the model the value belongs to, the value: an expression or a registered def, its scope)
 Entry = tuple[Key, "ModuleModel", "cst.BaseExpression | cst.FunctionDef", Scope]
 
+# Reading these of a tensor gives static metadata, which NumPy may use under tf.function.
+STATIC_ATTRS = frozenset({"shape", "dtype", "ndim", "name"})
 
 @dataclass(frozen=True, eq=False)
 class Callee:
@@ -673,7 +675,7 @@ class BoundaryQueries:
                 if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not call.args:
                     read, what = [func.value] if isinstance(func.value, cst.Name) else [], "`.numpy()`"
                 elif qualname.startswith("numpy."):
-                    read = [n for a in call.args for n in model.reads_in(a.value, frozenset({"shape", "dtype", "ndim", "name"}))]
+                    read = [n for a in call.args for n in model.reads_in(a.value, STATIC_ATTRS)]
                     what = f"`{qualname}`"
                 else:
                     continue

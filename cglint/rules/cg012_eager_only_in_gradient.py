@@ -6,10 +6,10 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, Param, Scope
+from cglint.model.boundaries import STATIC_ATTRS
 from cglint.rules.base import Invalid, Rule
 
-# Reading these of a tensor gives static metadata, which NumPy may use under tf.function.
-_STATIC = frozenset({"shape", "dtype", "ndim", "name"})
+_STATIC = STATIC_ATTRS
 # Methods of PyTorch tensors that TensorFlow tensors lack: `.numpy()` on their result is
 # PyTorch's, as in TF <-> PyTorch bridges (`out.detach().cpu().numpy()`).
 _TORCH_ONLY = frozenset({"detach", "cpu"})
