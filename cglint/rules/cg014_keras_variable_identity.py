@@ -58,50 +58,6 @@ class KerasVariableIdentity(Rule):
     INVALID = [
         Invalid(
             '''
-import keras
-import tensorflow as tf
-
-
-class Affine(keras.layers.Layer):
-    def build(self, input_shape):
-        self.kernel = self.add_weight(shape=(input_shape[-1],), name="kernel")
-        self.bias = self.add_weight(shape=(input_shape[-1],), name="bias")
-
-    def call(self, x):
-        @tf.custom_gradient
-        def affine(x):
-            def grad(dy, variables=None):
-                by_path = {self.kernel.path: tf.reduce_sum(dy * x, 0), self.bias.path: tf.reduce_sum(dy, 0)}
-                return dy * self.kernel, [by_path[v.name] for v in variables]
-
-            return x * self.kernel + self.bias, grad
-
-        return affine(x)
-''',
-            at=("15:28", "15:72"),
-            fixed='''
-import keras
-import tensorflow as tf
-
-
-class Affine(keras.layers.Layer):
-    def build(self, input_shape):
-        self.kernel = self.add_weight(shape=(input_shape[-1],), name="kernel")
-        self.bias = self.add_weight(shape=(input_shape[-1],), name="bias")
-
-    def call(self, x):
-        @tf.custom_gradient
-        def affine(x):
-            def grad(dy, variables=None):
-                by_path = {self.kernel.value.name: tf.reduce_sum(dy * x, 0), self.bias.value.name: tf.reduce_sum(dy, 0)}
-                return dy * self.kernel, [by_path[v.name] for v in variables]
-
-            return x * self.kernel + self.bias, grad
-
-        return affine(x)
-'''),
-        Invalid(
-            '''
 import tensorflow as tf
 
 class Scale(tf.keras.layers.Layer):
@@ -296,8 +252,50 @@ class Scale(tf.keras.layers.Layer):
         return scale(x)
 ''',
             at="12:27"),
-    
-    
+        Invalid(
+            '''
+import keras
+import tensorflow as tf
+
+
+class Affine(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1],), name="kernel")
+        self.bias = self.add_weight(shape=(input_shape[-1],), name="bias")
+
+    def call(self, x):
+        @tf.custom_gradient
+        def affine(x):
+            def grad(dy, variables=None):
+                by_path = {self.kernel.path: tf.reduce_sum(dy * x, 0), self.bias.path: tf.reduce_sum(dy, 0)}
+                return dy * self.kernel, [by_path[v.name] for v in variables]
+
+            return x * self.kernel + self.bias, grad
+
+        return affine(x)
+''',
+            at=("15:28", "15:72"),
+            fixed='''
+import keras
+import tensorflow as tf
+
+
+class Affine(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1],), name="kernel")
+        self.bias = self.add_weight(shape=(input_shape[-1],), name="bias")
+
+    def call(self, x):
+        @tf.custom_gradient
+        def affine(x):
+            def grad(dy, variables=None):
+                by_path = {self.kernel.value.name: tf.reduce_sum(dy * x, 0), self.bias.value.name: tf.reduce_sum(dy, 0)}
+                return dy * self.kernel, [by_path[v.name] for v in variables]
+
+            return x * self.kernel + self.bias, grad
+
+        return affine(x)
+'''),
     ]
     VALID = [
         '''
