@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from cglint.model.boundaries import BoundaryQueries
+from cglint.model.decorators import DecoratorQueries
 from cglint.model.flow import FlowQueries
 from cglint.model.index import ModuleIndex
 from cglint.model.scopes import Binding, Scope, _Collector, _ReadsIn, reach_imports
 from cglint.model.sites import Helper, SiteDiscovery
+from cglint.model.tables import TableQueries
 from cglint.model.variables import VariableQueries
 from cglint.names import normalize
 
@@ -25,7 +27,8 @@ if TYPE_CHECKING:
     from cglint.model.sites import GradientSite
 
 
-class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, ModuleIndex):
+class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, TableQueries, DecoratorQueries,
+                  ModuleIndex):
     """Everything the rules may ask about one module."""
 
     def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = (), *, project: Project | None = None,
