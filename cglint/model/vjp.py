@@ -61,12 +61,43 @@ def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead 
         return check.in_every_world()
 
 
+def nonzero_at_zero_upstream(model: ModuleModel, site: GradientSite) -> list[str] | None:
+    """The inputs and variables whose gradient is not zero when the upstream is zero, at every
+    sample point and in every world where the grad fn evaluates: a VJP is linear in the upstream,
+    so such a gradient adds something to it (`dy + local`) instead of multiplying. Clipping
+    (`clip_by_value(dy, ...)`) is nonlinear on purpose but zero at zero: not claimed."""
+    try:
+        check = _Check(model, site, reads_output=False)
+    except (Unknown, _Skip):
+        return None
+    if check.dy is None or len(check.free) > 2:
+        return None
+    import numpy as np
+
+    check.np = np
+    check._layout()
+    found: set[int] | None = None
+    with np.errstate(all="ignore"):
+        for check.positive in (False, True):
+            for values in product((0.0, 1.0, -1.0), repeat=len(check.free)):
+                check.extra = {id(p): v for p, v in zip(check.free, values)}
+                check.rng = np.random.default_rng(0)
+                try:
+                    bad = check.at_zero_upstream()
+                except (Unknown, _Skip, *_MATHS_ERRORS):
+                    continue  # not evaluable here
+                if not bad:
+                    return None
+                found = bad if found is None else found & bad
+    return [check.slots[i] for i in sorted(found)] if found else None
+
+
 class _Skip(Exception):
     pass
 
 
 class _Check:
-    def __init__(self, model: ModuleModel, site: GradientSite) -> None:
+    def __init__(self, model: ModuleModel, site: GradientSite, reads_output: bool = True) -> None:
         self.model, self.site = model, site
         out = site.outputs[0] if len(site.outputs) == 1 else None
         if (not isinstance(out, cst.Name) or len(site.grad_fns) != 1 or site.has_varargs or not site.inputs
@@ -88,7 +119,7 @@ class _Check:
             raise _Skip
         self.reads = [n for s in self.grad.scope.walk() for n in s.reads if n.value == out.value
                       and s.lookup(n.value) is not None and s.lookup(n.value)[0] is site.scope]
-        if not self.reads:
+        if reads_output and not self.reads:
             raise _Skip
         self.inputs = [self._param(site.scope, n) for n in site.inputs]
         self.dy = None if keras_style else self._param(self.grad.scope, self.grad.upstream_params[0])
@@ -324,6 +355,12 @@ class _Check:
         return all(isinstance(b, cst.BaseExpression) or (isinstance(b, Param) and b in self.inputs)
                    for b in found[0].visible(name, None))
 
+    def _layout(self) -> None:
+        self.layout = [self._keys(name) for name in self.site.inputs]
+        self.input_slots = sum(1 if k is None else len(k) for k in self.layout)
+        self.slots = [name if keys is None else f"{name}[{k!r}]" for name, keys in zip(self.site.inputs, self.layout)
+                      for k in (keys or [None])] + [v.name for v in self.site.variables]
+
     def in_every_world(self) -> OutputRead | None:
         """The claim, when it holds for every value of the enclosing functions' parameters the
         forward reads (`axis` in `def reduce_prod(t, axis)` around it) that it evaluates at:
@@ -334,8 +371,7 @@ class _Check:
         nothing, the forward's derivative is its straight-through estimator's."""
         if len(self.free) > 2:
             return None
-        self.layout = [self._keys(name) for name in self.site.inputs]
-        self.input_slots = sum(1 if k is None else len(k) for k in self.layout)
+        self._layout()
         for self.straight, self.positive in product((False, True), (False, True)):
             if self.straight and not self.rounded:
                 return None
@@ -373,11 +409,26 @@ class _Check:
                 out += [b for b in found[1] if isinstance(b, Param) and b not in out]
         return out
 
+    def at_zero_upstream(self) -> set[int]:
+        """The slots whose gradient is nonzero for a zero upstream at some sample point (the
+        grad fn evaluating, finite, at every point)."""
+        self.var_shapes = [self._var_shape(v) for v in self.site.variables]
+        x_shape = self._x_shape()
+        bad: set[int] = set()
+        for _ in range(_POINTS):
+            flat = [self._sample(x_shape) for _ in range(self.input_slots)] + [self._sample(s) for s in self.var_shapes]
+            y = self._forward(flat, {}, record=True)
+            grads = self._grads(flat, self.np.zeros(y.shape), {})
+            for i, g in enumerate(grads):
+                g = self.np.asarray(0.0 if g is None else g, dtype=float)
+                if not self.np.all(self.np.isfinite(g)):
+                    raise _Skip
+                bad |= {i} if self.np.any(g != 0.0) else set()
+        return bad
+
     def run(self) -> OutputRead | None:
         self.var_shapes = [self._var_shape(v) for v in self.site.variables]
         x_shape = self._x_shape()
-        slots = [name if keys is None else f"{name}[{k!r}]" for name, keys in zip(self.site.inputs, self.layout)
-                 for k in (keys or [None])] + [v.name for v in self.site.variables]
         candidates = None
         wrong_at = 0
         wrong_slot = None
@@ -419,5 +470,5 @@ class _Check:
         if wrong_at * 3 < 2 * _POINTS or wrong_slot is None:
             return None
         reads, name = candidates[0]
-        return OutputRead(list(reads), self.out.value, name, slots[wrong_slot])
+        return OutputRead(list(reads), self.out.value, name, self.slots[wrong_slot])
 
