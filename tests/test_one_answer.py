@@ -253,9 +253,12 @@ def language_server(root):
         except files.UndecodableError:
             continue  # the server gets text from the editor, never undecodable bytes
         rules = rule_classes(settings.codes_for(path))
-        fresh = analysis.lint(text, path, rules).result
-        before = analysis.lint(text.rsplit("\n", 2)[0], path, rules)
-        edited = analysis.lint(text, path, rules, previous=before).result
+        # An editor sends absolute paths: the imports a finding follows (a grad fn in another
+        # module of the package) are read relative to the file, not to this process's directory.
+        where = str(root / path)
+        fresh = analysis.lint(text, where, rules).result
+        before = analysis.lint(text.rsplit("\n", 2)[0], where, rules)
+        edited = analysis.lint(text, where, rules, previous=before).result
         assert sorted(map(_key, edited.diagnostics)) == sorted(map(_key, fresh.diagnostics)), path
         if fresh.diagnostics:
             out[path] = sorted(_key(d) for d in fresh.diagnostics)
