@@ -78,6 +78,25 @@ def tan(x):
     return y, grad
 '''
 
+# A helper written in terms of the function's value, in a sibling module: given the output
+# `y = x * s` where it wants `s` (only evaluating the helper there shows it).
+SIGMOID_GRAD = "def sigmoid_grad(s):\n    return s * (1.0 - s)\n"
+SWISH = '''import tensorflow as tf
+
+from .derivatives import sigmoid_grad
+
+
+@tf.custom_gradient
+def swish(x):
+    s = tf.sigmoid(x)
+    y = x * s
+
+    def grad(dy):
+        return dy * (s + x * sigmoid_grad({at}))
+
+    return y, grad
+'''
+
 CASES = {
     # name: (the package's modules, the findings cglint reports on ops.py, TensorFlow's verdict:
     # "variables" (raises for want of `variables`), "wrong" (not autodiff's gradient) or "ok")
@@ -88,6 +107,8 @@ CASES = {
     "constant_valid": ({"params": PARAMS_CONSTANT, "ops": NO_VARIABLES.format(imp=".params")}, [], "ok"),
     "helper_invalid": ({"derivatives": DERIVATIVES, "ops": TAN.format(at="y")}, ["CG005"], "wrong"),
     "helper_valid": ({"derivatives": DERIVATIVES, "ops": TAN.format(at="x")}, [], "ok"),
+    "evaluated_helper_invalid": ({"derivatives": SIGMOID_GRAD, "ops": SWISH.format(at="y")}, ["CG005"], "wrong"),
+    "evaluated_helper_valid": ({"derivatives": SIGMOID_GRAD, "ops": SWISH.format(at="s")}, [], "ok"),
 }
 
 
@@ -177,6 +198,8 @@ for name in sys.argv[3:]:
             tape.watch(x)
             if hasattr(ops, "scale"):
                 y, reference = ops.scale(x), ops.kernel * x
+            elif hasattr(ops, "swish"):
+                y, reference = ops.swish(x), x * tf.sigmoid(x)
             else:
                 y, reference = ops.tan(x), tf.tan(x)
         sources = [x] + ([ops.kernel] if isinstance(getattr(ops, "kernel", None), tf.Variable) else [])
