@@ -92,6 +92,46 @@ def nonzero_at_zero_upstream(model: ModuleModel, site: GradientSite) -> list[str
     return [check.slots[i] for i in sorted(found)] if found else None
 
 
+@dataclass
+class ShapeMismatch:
+    """A returned gradient of another shape than its input's (or variable's), with the sample
+    shapes the forward evaluated at."""
+
+    slot: int
+    name: str
+    got: tuple
+    want: tuple
+    shapes: dict[str, tuple]
+
+
+def gradient_shape_mismatch(model: ModuleModel, site: GradientSite) -> ShapeMismatch | None:
+    """A gradient reduced to another shape than its input's (over every axis, or the wrong ones)
+    at shapes the forward accepts: each input at a
+    full sample shape, and each (of several) at the shape that broadcasts against the others
+    (a per-channel `alpha` of shape (C,) against `x` of (N, C)), where the output's shape is the
+    same. Nothing where the grad fn or the forward does not evaluate."""
+    try:
+        check = _Check(model, site, reads_output=False)
+    except (Unknown, _Skip):
+        return None
+    if check.dy is None or check.free:
+        return None
+    import numpy as np
+
+    check.np, check.extra = np, {}
+    check._layout()
+    if any(k is not None for k in check.layout):
+        return None
+    with np.errstate(all="ignore"):
+        for check.positive in (False, True):
+            check.rng = np.random.default_rng(0)
+            try:
+                return check.shape_mismatch()
+            except (Unknown, _Skip, *_MATHS_ERRORS):
+                continue
+    return None
+
+
 class _Skip(Exception):
     pass
 
@@ -425,6 +465,41 @@ class _Check:
                     raise _Skip
                 bad |= {i} if self.np.any(g != 0.0) else set()
         return bad
+
+    def shape_mismatch(self) -> ShapeMismatch | None:
+        self.var_shapes = [self._var_shape(v) for v in self.site.variables]
+        n = self.input_slots
+        full = (4, 3)  # not square: a reduction over the wrong axis changes the shape
+        try:
+            self._forward([self._sample(full) for _ in range(n)] + [self._sample(s) for s in self.var_shapes], {})
+        except _MATHS_ERRORS:
+            full = self._x_shape()
+        configs = [[full[1:] if j == i else full for j in range(n)] for i in range(n)] if n > 1 and full else []
+        base_y, runs, found = None, 0, {}
+        for shapes in [[full] * n, *configs]:
+            flat = [self._sample(s) for s in shapes] + [self._sample(s) for s in self.var_shapes]
+            try:
+                y = self._forward(flat, {}, record=True)
+            except _MATHS_ERRORS:
+                continue  # the forward takes no input of this shape
+            base_y = y.shape if base_y is None else base_y
+            if y.shape != base_y:
+                continue  # the input does not broadcast into the output here
+            runs += 1
+            grads = self._grads(flat, self._sample(y.shape), {})
+            named = dict(zip(self.slots, (tuple(self.np.shape(a)) for a in flat)))
+            for slot, g in enumerate(grads):
+                # Reduced (fewer elements than the output) to another shape than the input's. A
+                # gradient left at the output's shape is code written for inputs of one shape;
+                # zeros are a stop.
+                if (g is not None and self.np.shape(g) != self.np.shape(flat[slot]) and self.np.size(g) < y.size
+                        and self.np.any(self.np.asarray(g) != 0.0)):
+                    found.setdefault(slot, []).append(ShapeMismatch(
+                        slot, self.slots[slot], tuple(self.np.shape(g)), tuple(self.np.shape(flat[slot])), named))
+        # Wrong at every shape tried (a sum over the broadcast axis is right where the input
+        # broadcasts, though not where it has the output's shape); the broadcast one is shown.
+        wrong = [hits for hits in found.values() if len(hits) == runs]
+        return wrong[0][-1] if wrong else None
 
     def run(self) -> OutputRead | None:
         self.var_shapes = [self._var_shape(v) for v in self.site.variables]
