@@ -335,17 +335,22 @@ class _Checker:
         """`verdict.Measure`: finite differences along `direction` of argument k."""
         return self._fd(self.argl[k], direction, self.us[0])
 
+    def _float_input(self, k: int):
+        """(position, tensor) of argument k when it is a non-empty floating input, else None."""
+        arg = self.argl[k]
+        if arg.kind != "input":
+            return None
+        pos = self.diff_idx[arg.index]
+        x = tf.convert_to_tensor(self.flat_in[pos])
+        return (pos, x) if x.dtype.is_floating and x.shape.num_elements() else None
+
     def locally_constant(self, k: int) -> bool:
         """`verdict.Measure`: the forward's output does not move at all for tiny steps of input k
         (a staircase: sign, round, floor, quantisation, argmax), in the input's own dtype, or moves
         by jumps that do not shrink with the step; two of three directions."""
-        arg = self.argl[k]
-        if arg.kind != "input":
+        if (found := self._float_input(k)) is None:
             return False
-        pos = self.diff_idx[arg.index]
-        x = tf.convert_to_tensor(self.flat_in[pos])
-        if not x.dtype.is_floating or not x.shape.num_elements():
-            return False
+        pos, x = found
         scale = max(1.0, float(np.max(np.abs(x.numpy()))))
         base = self._phi(self._args_with(None, None, False), self.us[0])
         rng = np.random.default_rng(k + 7)
@@ -368,13 +373,9 @@ class _Checker:
         rescale it: `alpha * sign(w)` with alpha = mean(|w|), `scale * round(x / scale)`, ternary
         and binary weights. The output is a fixed pattern times a scale, as a quantiser's is; a
         smooth function's change points along the output only by accident. Two of three directions."""
-        arg = self.argl[k]
-        if arg.kind != "input":
+        if (found := self._float_input(k)) is None:
             return False
-        pos = self.diff_idx[arg.index]
-        x = tf.convert_to_tensor(self.flat_in[pos])
-        if not x.dtype.is_floating or not x.shape.num_elements():
-            return False
+        pos, x = found
 
         def outputs(args) -> np.ndarray:
             ys = [tf.convert_to_tensor(y) for y in tf.nest.flatten(self.forward(*args)[0])]
