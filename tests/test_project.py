@@ -224,3 +224,13 @@ def test_tensorflow_agrees_with_each_verdict(project, tmp_path):
                    env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=300)
     report = json.loads(out.read_text())
     assert {name: report[name]["verdict"] for name in CASES} == {name: case[2] for name, case in CASES.items()}, report
+
+
+def test_a_change_in_an_evaluated_helper_invalidates_the_cache(tmp_path):
+    write_package(tmp_path, "pkg", {"derivatives": SIGMOID_GRAD, "ops": SWISH.format(at="y")})
+    run = lambda: codes(cglint("--output-format", "json", "pkg/ops.py", cwd=tmp_path))  # noqa: E731
+    assert run() == {"pkg/ops.py": ["CG005"]}
+    assert run() == {"pkg/ops.py": ["CG005"]}  # warm
+    # The helper changed: no name read for `y` makes the gradient swish's, so nothing is claimed.
+    (tmp_path / "pkg" / "derivatives.py").write_text("def sigmoid_grad(s):\n    return 1.0 + 0.0 * s\n")
+    assert run() == {}
