@@ -158,17 +158,20 @@ def _qualname(expr: ast.expr, imports: dict[str, str]) -> str | None:
 
 # an argument passed by keyword, over-approximated (`f(\n    x=t)`, `f(g(a), x=t)`; also `a, b = ...`)
 _KEYWORD_CALL = re.compile(r"[(,]\s*\w+[ \t]*=(?!=)")
+_UNPACKED_CALL = re.compile(r"^[ \t]*\w+[ \t]*,[ \t]*\w+[ \t]*=[ \t]*[\w.]+\(", re.MULTILINE)
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w., \t]*)|import[ \t]+([\w., \t]+))",
                      re.MULTILINE)
 MAX_IMPORTED = 32  # project modules read to decide
-_texts: dict[str, tuple[tuple[int, int], str, bool, list[tuple[int, str]]]] = {}
+_texts: dict[str, tuple[tuple[int, int], str, bool, bool, list[tuple[int, str]]]] = {}
 
 
 def calls_project_site(source: str, path: str | None) -> tuple[bool, dict[str, str]]:
     """Whether a file that mentions no custom gradient may call one defined in another module
     of its project, and the project files that answer depends on (path -> sha256)."""
     seen: dict[str, str] = {}
-    if not path or path.startswith("<") or path == "-" or not _KEYWORD_CALL.search(source):
+    # A keyword call, or an unpacked call that may drop the grad fn of a forgotten forward (CG013).
+    unpacks = _UNPACKED_CALL.search(source) is not None
+    if not path or path.startswith("<") or path == "-" or not (unpacks or _KEYWORD_CALL.search(source)):
         return False, seen
     todo = [(path, spec) for spec in _imported_modules(source)]
     done = 0
@@ -181,8 +184,8 @@ def calls_project_site(source: str, path: str | None) -> tuple[bool, dict[str, s
         read = _module_text(found)
         if read is None:
             continue
-        seen[found], mentions, imports = read
-        if mentions:
+        seen[found], mentions, forgets, imports = read
+        if mentions or (unpacks and forgets):
             return True, seen
         if importer == path:  # one step further: an `__init__` re-export, a registry's users
             todo += [(found, spec) for spec in imports]
@@ -205,8 +208,9 @@ def _imported_modules(source: str) -> list[tuple[int, str]]:
     return out
 
 
-def _module_text(path: str) -> tuple[str, bool, list[tuple[int, str]]] | None:
-    """A project module's sha256, whether it mentions custom_gradient, its imports; remembered
+def _module_text(path: str) -> tuple[str, bool, bool, list[tuple[int, str]]] | None:
+    """A project module's sha256, whether it mentions custom_gradient, whether it may hold a
+    forgotten forward (CG013), its imports; remembered
     per (mtime, size)."""
     from cglint import files
 
@@ -215,12 +219,13 @@ def _module_text(path: str) -> tuple[str, bool, list[tuple[int, str]]] | None:
         stamp = (st.st_mtime_ns, st.st_size)
         hit = _texts.get(path)
         if hit is not None and hit[0] == stamp:
-            return hit[1], hit[2], hit[3]
+            return hit[1:]
         data = files.read_bytes(path, 1_000_000, what="a module the linted file imports")[0]
     except (OSError, ValueError):
         return None
     text = data.decode("utf-8", "replace")
-    _texts[path] = (stamp, hashlib.sha256(data).hexdigest(), "custom_gradient" in text, _imported_modules(text))
+    _texts[path] = (stamp, hashlib.sha256(data).hexdigest(), "custom_gradient" in text, files.may_forget_decorator(text),
+                    _imported_modules(text))
     return _texts[path][1:]
 
 

@@ -571,6 +571,81 @@ SQUARE_BY_MODULE = SQUARE.replace("from .base import SavedTensorsOp", "from . im
     .replace("class Square(SavedTensorsOp)", "class Square(base.SavedTensorsOp)")
 
 
+# A straight-through round without its decorator; the layer in another module drops its grad fn.
+STE_QUANT = '''import tensorflow as tf
+
+
+def ste_round(x):
+    def grad(dy):
+        return dy
+
+    return tf.round(x), grad
+'''
+
+STE_LAYER = '''import tensorflow as tf
+
+from .quant import ste_round
+
+
+class QuantDense(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 4))
+
+    def call(self, x):
+        scale = tf.reduce_max(tf.abs(self.kernel)) / 127.0
+        {call}
+        return x @ (q * scale)
+'''
+
+# A decorator factory in another module that compiles the forward, then applies the custom gradient.
+COMPILING = '''import tensorflow as tf
+
+
+def fused_op(jit=False):
+    def decorate(fn):
+        return {body}
+
+    return decorate
+'''
+
+COMPILED_OPS = '''import tensorflow as tf
+
+from .compiling import fused_op
+
+
+@fused_op()
+def log1p_exp(x):
+    y = tf.maximum(x, 0.0) + tf.math.log1p(tf.exp(-tf.abs(x)))
+
+    def grad(dy):
+        return dy * tf.sigmoid(x)
+
+    return y, grad
+'''
+
+# A calibration helper in another module, called from the forward with the input tensor.
+CALIBRATION = '''import numpy as np
+
+
+def clip_range(t):
+    return {body}
+'''
+
+CALIBRATED = '''import tensorflow as tf
+
+from .calibration import clip_range
+
+
+@tf.custom_gradient
+def clipped(x):
+    bound = clip_range(x)
+
+    def grad(dy):
+        return dy * tf.cast(tf.abs(x) <= bound, dy.dtype)
+
+    return tf.clip_by_value(x, -bound, bound), grad
+'''
+
 CASES = {
     # name: (modules of package `mypkg`, the module linted, the (code, line) findings on it)
     #
@@ -684,6 +759,26 @@ CASES = {
     "lambda_method_invalid": ({"clip": CLIPPER.format(ret="tf.clip_by_norm(dy, 1.0), dy")}, "clip", [("CG007", 7)]),
     # TensorFlow: an upstream [3, 4] reaches x clipped to norm 1, [0.6, 0.8].
     "lambda_method_valid": ({"clip": CLIPPER.format(ret="tf.clip_by_norm(dy, 1.0)")}, "clip", []),
+    # TensorFlow: the kernel gets a gradient in 1 entry of 12 (through the scale only; round's own is
+    # zero), 12 of 12 through the straight-through estimator.
+    "dropped_grad_fn_invalid": ({"quant": STE_QUANT, "layers": STE_LAYER.format(call="q, _ = ste_round(self.kernel / scale)")},
+                                "layers", [("CG013", 12)]),
+    # TensorFlow: nonzero kernel gradient through the wrapped op.
+    "dropped_grad_fn_valid": ({"quant": STE_QUANT,
+                               "layers": STE_LAYER.format(call="q = tf.custom_gradient(ste_round)(self.kernel / scale)")},
+                              "layers", []),
+    # TensorFlow: TypeError "To be compatible with tf.function, Python functions must return zero or more Tensors".
+    "compiling_factory_invalid": ({"compiling": COMPILING.format(body="tf.custom_gradient(tf.function(fn, jit_compile=jit))"),
+                                   "ops": COMPILED_OPS}, "ops", [("CG001", 6)]),
+    # TensorFlow: d/dx = sigmoid(x), the custom gradient, through the compiled op.
+    "compiling_factory_valid": ({"compiling": COMPILING.format(body="tf.function(tf.custom_gradient(fn), jit_compile=jit)"),
+                                 "ops": COMPILED_OPS}, "ops", []),
+    # TensorFlow: right eagerly; under tf.function NotImplementedError "Cannot convert a symbolic tf.Tensor to a numpy array".
+    "numpy_helper_invalid": ({"calibration": CALIBRATION.format(body="float(np.percentile(np.abs(t), 99.0))"),
+                              "calibrated": CALIBRATED}, "calibrated", [("CG012", 8)]),
+    # TensorFlow: the same gradient eagerly and under tf.function (NumPy on the static shape only).
+    "numpy_helper_valid": ({"calibration": CALIBRATION.format(body="3.0 / float(np.sqrt(np.prod(t.shape)))"),
+                            "calibrated": CALIBRATED}, "calibrated", []),
 }
 
 

@@ -49,6 +49,8 @@ Key = str | int | None  # a table's key; None: not known statically
 # (key, the model the value belongs to, the value: an expression or a registered def, its scope)
 Entry = tuple[Key, "ModuleModel", "cst.BaseExpression | cst.FunctionDef", Scope]
 
+# Reading these of a tensor gives static metadata, which NumPy may use under tf.function.
+STATIC_ATTRS = frozenset({"shape", "dtype", "ndim", "name"})
 
 @dataclass(frozen=True, eq=False)
 class Callee:
@@ -636,6 +638,52 @@ class BoundaryQueries:
                 and self.qualname(decorator) is not None and self.module_of(decorator.value, scope) is None:
             return False  # `@tf.function`, `@functools.wraps(...)`: an import's own attribute
         return any(c.model._wraps(c, what, 0) for c in self.callables(decorator, scope))
+
+    def compiles_under_custom_gradient(self, decorator: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether a user decorator (or what a decorator factory's call returns, `@fused_op()`)
+        applies `tf.custom_gradient` to `tf.function(...)` of what it decorates: the compiled
+        forward must return tensors, not `(y, grad_fn)`."""
+        if not self._may_be_project_decorator(decorator, scope):
+            return False
+        return any(isinstance(c.node, cst.FunctionDef) and c.model._custom_gradient_of_compiled(c)
+                   for c in self.callables(decorator, scope))
+
+    def _custom_gradient_of_compiled(self, fn: Callee) -> bool:
+        for ret in fn.scope.returns:
+            for call in _calls_in(ret.value) if ret.value is not None else []:
+                if self._is_custom_gradient(call.func) and call.args and any(
+                        isinstance(v, cst.Call) and self.qualname(v.func) in TF_FUNCTION
+                        for v in self.resolve(call.args[0].value, fn.scope)):
+                    return True
+        return False
+
+    def eager_only_params(self, fn: Callee) -> dict[str, str]:
+        """The parameters a project helper (here or in another module) turns into NumPy, which
+        works on eager tensors only: `t.numpy()` or a `numpy` function reading `t` directly
+        (not its static `.shape`/`.dtype`), each with the operation's name. A helper that
+        checks `tf.executing_eagerly()` says nothing."""
+        if not isinstance(fn.node, cst.FunctionDef):
+            return {}
+        model, params = fn.model, {p.name.value for p in [*fn.node.params.posonly_params, *fn.node.params.params]}
+        out: dict[str, str] = {}
+        for scope in fn.scope.walk():
+            for call in scope.calls:
+                func = call.func
+                qualname = model.qualname(func) or ""
+                if qualname.endswith("executing_eagerly"):
+                    return {}
+                if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not call.args:
+                    read, what = [func.value] if isinstance(func.value, cst.Name) else [], "`.numpy()`"
+                elif qualname.startswith("numpy."):
+                    read = [n for a in call.args for n in model.reads_in(a.value, STATIC_ATTRS)]
+                    what = f"`{qualname}`"
+                else:
+                    continue
+                for name in read:
+                    if name.value in params and scope.lookup(name.value) is not None \
+                            and scope.lookup(name.value)[0] is fn.scope:  # type: ignore[index]
+                        out.setdefault(name.value, what)
+        return out
 
     def _is_wanted(self, func: cst.BaseExpression, what: str) -> bool:
         return self._is_custom_gradient(func) if what == "custom_gradient" else self.qualname(func) in TF_FUNCTION

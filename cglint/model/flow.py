@@ -49,6 +49,35 @@ class FlowQueries:
                 return self.literal_elements(loop.iter, scope, depth + 1)
         return None
 
+    def zipped_entries(self, expr: cst.BaseExpression | None, scope: Scope,
+                       name: str) -> list[cst.BaseExpression] | None:
+        """The literal entries a comprehension pairs with `name` position by position and yields
+        as they come: `[g for _, g in zip(variables, grads)]` keeps `grads`' own order, whatever
+        order `variables` has (`zip` reads no identity). None for anything else."""
+        values = self.resolve(expr, scope) if expr is not None else []
+        value = values[0] if len(values) == 1 else None
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("tuple", "list") \
+                and len(value.args) == 1 and scope.lookup(value.func.value) is None:
+            value = value.args[0].value
+        if not isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+            return None
+        loop, it = value.for_in, value.for_in.iter
+        if loop.ifs or loop.inner_for_in is not None or not isinstance(it, cst.Call) or not (
+                isinstance(it.func, cst.Name) and it.func.value == "zip" and scope.lookup("zip") is None):
+            return None
+        args = positional_arguments(it)
+        target = loop.target
+        if args is None or len(args) != 2 or not isinstance(target, cst.Tuple) or len(target.elements) != 2:
+            return None
+        names = [el.value.value if isinstance(el.value, cst.Name) else None for el in target.elements]
+        side = [isinstance(a, cst.Name) and a.value == name for a in args]
+        if side.count(True) != 1 or None in names or not isinstance(value.elt, cst.Name):
+            return None
+        mine, other = side.index(True), side.index(False)
+        if value.elt.value != names[other] or names[mine] == names[other]:
+            return None
+        return self.literal_elements(args[other], scope)
+
     def flat_count(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0,
                    params: dict[int, int | None] | None = None) -> int | None:
         """How many tensors `expr` flattens to, when that is literal in the source; else None.

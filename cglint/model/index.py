@@ -153,6 +153,13 @@ class ModuleIndex:
                 return found[0]
         return None
 
+    def site_bound_by_partial(self, call: cst.Call, scope: Scope) -> GradientSite | None:
+        """The custom-gradient function `functools.partial(op, ...)` binds arguments of: calling
+        the partial calls `op` with those arguments (a bound keyword is a keyword call)."""
+        if self.qualname(call.func) != "functools.partial" or not call.args or call.args[0].keyword or call.args[0].star:
+            return None
+        return self.site_called_by(cst.Call(func=call.args[0].value, args=call.args[1:]), scope)
+
     @cached_property
     def _names_in_use(self) -> frozenset[str]:
         names = set(self.imports)

@@ -50,6 +50,7 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         # a lambda's body, unpacked `a, b = f()`, indexed `f()[0]`): the caller treats it as a
         # structure, not as one tensor.
         self.forwarded_calls: set[int] = collector.forwarded
+        self.unpacked_calls = collector.unpacked
         # id(Name read) -> its position in source order, against the bindings' (`Scope.order`).
         self._read_seq: dict[int, int] = collector.read_seq
         # id(`self.x` node) -> the attribute read from it, when it is `self.x.<attr>`.

@@ -241,6 +241,7 @@ class _Collector(Walker):
         self.defs: list[tuple[cst.FunctionDef, Scope]] = []
         self.calls: list[tuple[cst.Call, Scope]] = []
         self.forwarded: set[int] = set()
+        self.unpacked: list[tuple[cst.Call, cst.Tuple | cst.List, Scope]] = []  # `a, b = f(...)`
         self.read_seq: dict[int, int] = {}
         self.seq = 0
         self.attribute_of: dict[int, str] = {}
@@ -392,6 +393,8 @@ class _Collector(Walker):
     def visit_Assign(self, node: cst.Assign) -> bool:
         if isinstance(node.value, cst.Call) and any(isinstance(t.target, (cst.Tuple, cst.List)) for t in node.targets):
             self.forwarded.add(id(node.value))
+            if len(node.targets) == 1:
+                self.unpacked.append((node.value, node.targets[0].target, self.scope))  # type: ignore[arg-type]
         self.walk(node.value)
         for t in node.targets:
             self._bind_target(t.target, node.value)

@@ -369,6 +369,28 @@ class SiteDiscovery:
     def site_for_function(self, node: cst.CSTNode) -> GradientSite | None:
         return self._site_by_forward.get(id(node))
 
+    def discarded_grad_fns(self) -> Iterator[tuple[cst.Call, Scope, cst.FunctionDef]]:
+        """Calls of a plain function shaped like a custom-gradient forward (returning `(y,
+        grad_fn)`: undecorated here or in another project module, or the raw forward `fwd` of a
+        `tf.custom_gradient(fwd)`) whose grad fn the caller drops (`y, _ = fwd(x)`, the second
+        name never read): the custom gradient is never applied. Calls inside a custom-gradient
+        forward are left alone (a helper's grad fn may be unused there on purpose)."""
+        for call, target, scope in self.unpacked_calls:
+            second = target.elements[1].value if len(target.elements) == 2 else None
+            if not isinstance(second, cst.Name) or any(
+                    n.value == second.value for s in scope.walk() for n in s.reads):
+                continue
+            if any(scope.within(site.scope) for site in self.sites):
+                continue
+            callees = self.callables(call.func, scope)
+            if len(callees) != 1 or not isinstance(callees[0].node, cst.FunctionDef) or callees[0].node.decorators:
+                continue
+            fn, model = callees[0].node, callees[0].model
+            site = model.site_for_function(fn)
+            if (site is not None and not isinstance(site.wrapper, cst.Decorator)) or any(
+                    c.node is fn for c in model.unwrapped_candidates()):
+                yield call, scope, fn
+
     def unwrapped_candidates(self) -> Iterator[UnwrappedCandidate]:
         """Functions returning `(y, g)` where `g` is a def nested in them, not wrapped as a site."""
         wrapped = {id(s.forward) for s in self.sites}

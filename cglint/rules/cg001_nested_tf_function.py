@@ -14,7 +14,9 @@ class NestedTfFunction(Rule):
     """
     ## What it does
     Flags `tf.function` applied inside a custom-gradient forward (to a helper, or to the grad
-    fn), and `@tf.function` placed directly *under* `@tf.custom_gradient`.
+    fn), `@tf.function` placed directly *under* `@tf.custom_gradient`, and a user decorator
+    (or a decorator factory's call, `@fused_op()`) that applies `tf.custom_gradient` to
+    `tf.function(fn)` of what it decorates.
 
     ## Why is this bad?
     A `tf.function` created inside the forward is a new function object on every call, so
@@ -43,6 +45,25 @@ class NestedTfFunction(Rule):
     severity = "warning"
 
     INVALID = [
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+def compiled_gradient(fn):
+    return tf.custom_gradient(tf.function(fn))
+
+
+@compiled_gradient
+def softsign(x):
+    y = x / (1.0 + tf.abs(x))
+
+    def grad(dy):
+        return dy / tf.square(1.0 + tf.abs(x))
+
+    return y, grad
+''',
+            at="9:1"),
         Invalid(
             '''
 import tensorflow as tf
@@ -144,6 +165,23 @@ def op(x):
         '''
 import tensorflow as tf
 
+
+def compiled_gradient(fn):
+    return tf.function(tf.custom_gradient(fn))
+
+
+@compiled_gradient
+def softsign(x):
+    y = x / (1.0 + tf.abs(x))
+
+    def grad(dy):
+        return dy / tf.square(1.0 + tf.abs(x))
+
+    return y, grad
+''',
+        '''
+import tensorflow as tf
+
 @tf.function
 @tf.custom_gradient
 def op(x):
@@ -193,6 +231,14 @@ def op(x):
                         f"put {what} above `@tf.custom_gradient`",
                         fix=_move_above(site.wrapper, dec) if dec is below[0] and what == _TF_FUNCTION else None,
                     )
+        wrapper = site.wrapper
+        if isinstance(wrapper, cst.Decorator) and model.compiles_under_custom_gradient(wrapper.decorator, site.outer):
+            yield Finding(
+                wrapper,
+                f"`@{model.module.code_for_node(wrapper.decorator).strip()}` applies `tf.custom_gradient` to "
+                f"`tf.function` of `{site.name}`: TensorFlow traces the forward, which returns `(y, grad_fn)`, and "
+                "raises TypeError; apply `tf.function` to the result of `tf.custom_gradient` instead",
+            )
         decorator_calls = set()
         # A grad fn a factory makes on each call of the forward is new every time, as a nested one is.
         fresh = site.outside_grad_fn_scopes(fresh=True)

@@ -15,7 +15,9 @@ class HardcodedVariableOrder(Rule):
     ## What it does
     Flags a grad fn that returns two or more variable gradients as a literal list or tuple,
     `return dx, [dw, db]` (or a name bound to one, `list((dw, db))`, or a comprehension that
-    passes the entries through), without ever reading `variables`. A
+    passes the entries through), without ever reading `variables`, or reading it only to pair
+    the entries with it position by position (`[g for _, g in zip(variables, grads)]`, which
+    keeps the fixed order of `grads`). A
     single variable gradient, or a list of `None`s, is not flagged: there is no order to get
     wrong.
 
@@ -27,7 +29,7 @@ class HardcodedVariableOrder(Rule):
     with six variables, TensorFlow 2.21 gave `[1, 4, 5, 3, 2, 6]` for the true gradients
     `[1, 2, 3, 4, 5, 6]`, wrong in 4 of 4 fresh processes, with no error. Build the list from
     `variables` instead: key the gradients on the variable (`v.ref()`, `id(v)`, `v.name`) and
-    look each entry up, or iterate/zip over `variables`.
+    look each entry up; zipping `variables` with a fixed list only pairs positions.
     """
 
     fix_safety = """
@@ -160,9 +162,39 @@ def affine(x):
 
     return x * w + b, grad
 '''),
+        Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable(2.0, name="w")
+b = tf.Variable(1.0, name="bias")
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        grads = (tf.reduce_sum(dy * x), tf.reduce_sum(dy))
+        return dy * w, [g for _, g in zip(variables, grads)]
+
+    return x * w + b, grad
+''',
+            at="11:9"),
     
     ]
     VALID = [
+        '''
+import tensorflow as tf
+
+w = tf.Variable(2.0, name="w")
+b = tf.Variable(1.0, name="bias")
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        by_var = {v.ref(): g for v, g in zip((w, b), (tf.reduce_sum(dy * x), tf.reduce_sum(dy)))}
+        return dy * w, [by_var[v.ref()] for v in variables]
+
+    return x * w + b, grad
+''',
         '''
 import tensorflow as tf
 
@@ -268,23 +300,30 @@ class Affine(tf.Module):
         for grad in site.grad_fns:
             # Only where the variables contract applies: known variables or a grad fn that
             # takes them. Without it, `(dx, [a, b])` is two input gradients.
-            if grad.variables_param is None or grad.reads(grad.variables_param):
+            if grad.variables_param is None:
                 continue
+            reads = grad.reads(grad.variables_param)
             for ret in grad.returns:
                 if ret.pair is None:
                     continue
                 input_grads, listed = ret.pair
-                var_grads = site.model.literal_elements(listed, grad.scope)
+                if reads:
+                    # Reading `variables` only to zip with them keeps the fixed order.
+                    var_grads = site.model.zipped_entries(listed, grad.scope, grad.variables_param)
+                    how = f"only zips them with `{grad.variables_param}`, which pairs by position"
+                else:
+                    var_grads = site.model.literal_elements(listed, grad.scope)
+                    how = f"never reads `{grad.variables_param}`"
                 if var_grads is None or len(var_grads) < 2 or all(_is_none(g) for g in var_grads):
                     continue  # one entry, or all `None`: no order to get wrong
                 yield Finding(
                     ret.node,
-                    f"`{grad.name}` returns {len(var_grads)} variable gradients in a fixed order but never "
-                    f"reads `{grad.variables_param}`: TensorFlow pairs them with `variables`, whose order "
-                    "changes from process to process, so gradients get silently swapped; build the list "
-                    "from `variables` (e.g. `[grads[v.ref()] for v in variables]`)",
-                    fix=keyed_variable_gradients(site, grad, ret, site.model.module.code_for_node(input_grads).strip(),
-                                                 var_grads),
+                    f"`{grad.name}` returns {len(var_grads)} variable gradients in a fixed order but {how}: "
+                    "TensorFlow pairs them with `variables`, whose order changes from process to process "
+                    "(and is sorted by name under tf.function), so gradients get silently swapped; key each "
+                    "gradient on its variable (e.g. `[grads[v.ref()] for v in variables]`)",
+                    fix=None if reads else keyed_variable_gradients(
+                        site, grad, ret, site.model.module.code_for_node(input_grads).strip(), var_grads),
                 )
 
 

@@ -2,8 +2,13 @@
 
 from typing import Iterator
 
+import libcst as cst
+import libcst.matchers as m
+
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
+from cglint.model.scopes import Param
+from cglint.model.sites import GradFn
 from cglint.rules.base import Invalid, Rule
 
 
@@ -15,7 +20,9 @@ class InputGradientCount(Rule):
     flattening nested tuples and lists the way TensorFlow does; `None` entries count (they
     are "no gradient for this input"). A starred return or a value of unknown structure (a
     helper's result) is never flagged; a `*args` forward only when every call in the module
-    passes more inputs than the grad fn's fixed count. When the forward reads variables, the input gradients are the first element of `(input_grads, var_grads)`
+    passes more inputs than the grad fn's fixed count, or, with no call in the module, when
+    it uses its `*args` as a collection (sums, iterates, measures them) and its grad fn returns
+    a single gradient (right for one input, wrong for two or more). When the forward reads variables, the input gradients are the first element of `(input_grads, var_grads)`
     (a flat return there is CG002's finding).
 
     Inputs are counted as TensorFlow counts them, flattened: a call `f([left, right], gate)`
@@ -147,8 +154,28 @@ def fused_sum(*tensors):
 total = fused_sum(tf.ones([2]), tf.ones([2]), tf.ones([2]))
 ''',
             at="8:9"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def mean_of(*tensors):
+    y = tf.add_n(list(tensors)) / len(tensors)
+    return y, lambda dy: dy / len(tensors)
+''',
+            at="8:26"),
     ]
     VALID = [
+        '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def mean_of(*tensors):
+    y = tf.add_n(list(tensors)) / len(tensors)
+    return y, lambda dy: tuple(dy / len(tensors) for _ in tensors)
+''',
         '''
 import tensorflow as tf
 
@@ -345,7 +372,10 @@ def pair_product(xs):
         fn returning a fixed number below what every call passes always raises."""
         model = site.model
         calls = model.calls_reaching(site)
-        if not calls or site.variables:
+        if site.variables:
+            return
+        if not calls:
+            yield from InputGradientCount._varargs_uncalled(site)
             return
         least = None
         for call, scope in calls:
@@ -365,3 +395,34 @@ def pair_product(xs):
                     f"to its `*args`: TensorFlow raises 'custom_gradient function expected to return {least} "
                     "gradients'; return one per input (`tuple(dy for _ in args)`)",
                 )
+
+    @staticmethod
+    def _varargs_uncalled(site: GradientSite) -> Iterator[Finding]:
+        """With no call to count, a forward of only `*args` that uses them as a collection (sums,
+        iterates, measures them) is meant for several inputs: one non-tuple gradient is right
+        for one input only and raises for two or more."""
+        star = site.forward.params.star_arg
+        if site.inputs or not isinstance(star, cst.Param):
+            return
+        uses = [n for n in m.findall(site.forward.body, m.Name(star.name.value))]
+        picked = m.findall(site.forward.body, m.Subscript(value=m.Name(star.name.value)))
+        if len(uses) <= len(picked):
+            return  # only `args[0]`-style picks: it may be meant for one input
+        for grad in site.grad_fns:
+            for ret in grad.returns:
+                if ret.value is None or not _one_tensor(site, ret.value, grad):
+                    continue
+                yield Finding(
+                    ret.node,
+                    f"`{grad.name}` returns one gradient but `{site.name}` takes any number of inputs "
+                    f"(`*{star.name.value}`): TensorFlow raises 'custom_gradient function expected to return 2 "
+                    f"gradients' as soon as two are passed; return one per input (`tuple(... for _ in {star.name.value})`)",
+                )
+
+
+def _one_tensor(site: GradientSite, expr: cst.BaseExpression, grad: GradFn) -> bool:
+    """Surely one tensor: arithmetic or the upstream itself (an op such as `tf.py_function`
+    may return a list)."""
+    values = site.model.resolve(expr, grad.scope)
+    return bool(values) and all(isinstance(v, (cst.BinaryOperation, cst.UnaryOperation)) or (
+        isinstance(v, Param) and v.node.star not in ("*", "**") and v.node.name.value in grad.upstream_names) for v in values)

@@ -13,7 +13,8 @@ class KeywordCall(Rule):
     """
     ## What it does
     Flags calls in the same module that pass arguments by keyword to a TensorFlow
-    custom-gradient function; custom-gradient forwards defined with keyword-only or
+    custom-gradient function, or bind one by keyword with `functools.partial` (calling the
+    partial passes it by keyword); custom-gradient forwards defined with keyword-only or
     `**kwargs` parameters; and defaulted parameters that some caller makes an input the grad
     fn does not count (a call passing it positionally, or leaving it out when the grad fn
     returns a gradient for it), or that `tf.function` around the op always binds. A default no
@@ -48,6 +49,27 @@ class KeywordCall(Rule):
     summary = "A custom-gradient function called with keyword arguments, or defined with keyword/defaulted parameters"
 
     INVALID = [
+        Invalid(
+            '''
+import functools
+
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scaled_tanh(x, scale):
+    y = tf.tanh(x * scale)
+
+    def grad(dy):
+        d = dy * (1.0 - y * y)
+        return d * scale, tf.reduce_sum(d * x)
+
+    return y, grad
+
+
+sharp_tanh = functools.partial(scaled_tanh, scale=tf.constant(4.0))
+''',
+            at="18:45"),
         Invalid(
             '''
 import tensorflow as tf
@@ -121,6 +143,25 @@ class Quantizer(tf.keras.layers.Layer):
             at="10:30"),
     ]
     VALID = [
+        '''
+import functools
+
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scaled_tanh(scale, x):
+    y = tf.tanh(x * scale)
+
+    def grad(dy):
+        d = dy * (1.0 - y * y)
+        return tf.reduce_sum(d * x), d * scale
+
+    return y, grad
+
+
+sharp_tanh = functools.partial(scaled_tanh, tf.constant(4.0))
+''',
         # No caller passes `scale`: one input, one gradient (TensorFlow 2.21, eager and in a
         # layer under tf.function: d/dx = -1).
         '''
@@ -240,7 +281,18 @@ def recompute(f):
             if not keywords:
                 continue
             site = model.site_called_by(call, scope)
+            bound = site is None and (site := model.site_bound_by_partial(call, scope)) is not None
             if site is None:
+                continue
+            if bound:
+                yield Finding(
+                    keywords[0],
+                    f"`functools.partial` binds `{keywords[0].keyword.value}` of the custom-gradient function "
+                    f"`{site.name}` by keyword, so calling the partial is a keyword call: TensorFlow treats only "
+                    "positional arguments as inputs (the grad fn's gradient count is wrong, and under tf.function "
+                    "any keyword raises); bind it positionally or in a closure",
+                    site=site,
+                )
                 continue
             positional = any(a.keyword is None and a.star != "**" for a in call.args)
             effect = (

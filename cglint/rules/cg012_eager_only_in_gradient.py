@@ -6,10 +6,10 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, Param, Scope
+from cglint.model.boundaries import STATIC_ATTRS
 from cglint.rules.base import Invalid, Rule
 
-# Reading these of a tensor gives static metadata, which NumPy may use under tf.function.
-_STATIC = frozenset({"shape", "dtype", "ndim", "name"})
+_STATIC = STATIC_ATTRS
 # Methods of PyTorch tensors that TensorFlow tensors lack: `.numpy()` on their result is
 # PyTorch's, as in TF <-> PyTorch bridges (`out.detach().cpu().numpy()`).
 _TORCH_ONLY = frozenset({"detach", "cpu"})
@@ -38,7 +38,9 @@ class EagerOnlyInGradient(Rule):
     """
     ## What it does
     Flags NumPy calls on tensors (through the module's `numpy` imports, whatever their
-    alias) and `.numpy()` calls inside a custom-gradient forward or its grad fn. NumPy on
+    alias) and `.numpy()` calls inside a custom-gradient forward or its grad fn, and calls
+    there that give a tensor to a project helper (in this module or another) that calls
+    `.numpy()` or a NumPy function on that parameter. NumPy on
     Python constants (`np.sqrt(2 / np.pi)`) and on static metadata (`np.prod(x.shape)`)
     works in graph mode and is left alone, and so are a custom-gradient function that the
     module hands to `tf.py_function` / `tf.numpy_function`, which run it eagerly, helpers
@@ -60,6 +62,26 @@ class EagerOnlyInGradient(Rule):
     summary = "NumPy calls or `.numpy()` on tensors inside the forward or grad fn (fails under tf.function)"
 
     INVALID = [
+        Invalid(
+            '''
+import numpy as np
+import tensorflow as tf
+
+
+def robust_scale(t):
+    return float(np.median(np.abs(t)))
+
+
+@tf.custom_gradient
+def normalize(x):
+    s = robust_scale(x)
+
+    def grad(dy):
+        return dy / s
+
+    return x / s, grad
+''',
+            at="12:9"),
         Invalid(
             '''
 import numpy as np
@@ -115,6 +137,24 @@ def softplus(x):
             at="8:13"),
     ]
     VALID = [
+        '''
+import numpy as np
+import tensorflow as tf
+
+
+def fan_in_scale(t):
+    return float(np.sqrt(np.prod(t.shape[1:])))
+
+
+@tf.custom_gradient
+def normalize(x):
+    s = fan_in_scale(x)
+
+    def grad(dy):
+        return dy / s
+
+    return x / s, grad
+''',
         '''
 import tensorflow as tf
 
@@ -259,12 +299,33 @@ def tiled(x, reps: Tuple[int, int]):
                                                       "object has no attribute 'numpy'"))
                 continue
             qualname = model.qualname(func)
-            if qualname is None or not qualname.startswith("numpy."):
+            if qualname is None:
+                yield from self._through_helper(site, call, scope, inside)
+                continue
+            if not qualname.startswith("numpy."):
                 continue
             if any(self._tensorish(model, n, scope, inside, 0) for a in call.args
                    for n in model.reads_in(a.value, _STATIC)):
                 yield Finding(call, self._message(site, f"`{qualname}` on a tensor",
                                                   "NotImplementedError: Cannot convert a symbolic tf.Tensor"))
+
+    def _through_helper(self, site: GradientSite, call: cst.Call, scope: Scope, inside: set) -> Iterator[Finding]:
+        """A project helper (here or in another module) given a tensor it turns into NumPy."""
+        model = site.model
+        for fn in model.callables(call.func, scope):
+            eager = model.eager_only_params(fn)
+            if not eager or not isinstance(fn.node, cst.FunctionDef):
+                continue
+            params = [p.name.value for p in [*fn.node.params.posonly_params, *fn.node.params.params]][fn.bound:]
+            passed = [(params[i] if i < len(params) else None, a) for i, a in enumerate(call.args) if a.keyword is None]
+            passed += [(a.keyword.value, a) for a in call.args if a.keyword is not None]
+            for param, arg in passed:
+                if param in eager and not arg.star and any(
+                        self._tensorish(model, n, scope, inside, 0) for n in model.reads_in(arg.value, _STATIC)):
+                    yield Finding(call, self._message(
+                        site, f"`{fn.node.name.value}` (it calls {eager[param]} on its `{param}`, given a tensor here)",
+                        "AttributeError / NotImplementedError on the symbolic tensor"))
+                    return
 
     @staticmethod
     def _runs_eagerly(site: GradientSite) -> bool:

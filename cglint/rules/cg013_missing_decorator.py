@@ -22,13 +22,21 @@ class MissingDecorator(Rule):
     helper of a decorated forward) is not flagged. Only modules that import TensorFlow are
     checked.
 
+    It also flags a call that drops the grad fn of such a function, `q, _ = ste_round(x)`
+    (the second name `_` or never read), outside any custom-gradient forward: the function
+    is undecorated (here or in another project module), or it is the raw forward of a
+    `tf.custom_gradient(fwd)` the module defines and the call bypasses the wrapped op. A
+    caller that uses the grad fn (a manual VJP) is not flagged.
+
     ## Why is this bad?
     Without `@tf.custom_gradient` the function is plain Python: it returns a `(value,
     function)` tuple and the grad fn is never called. Used as a value, the tuple fails
     (TensorFlow 2.21: `tf.reduce_sum(f(x))` raises "Attempt to convert a value (<function
     ...grad>) with an unsupported type"); where the value is picked out later, TensorFlow
     differentiates the forward's own ops, i.e. the unstable or undefined gradient the custom
-    one was written to replace. Checking only files that mention `custom_gradient` keeps
+    one was written to replace. A caller that drops the grad fn trains with that gradient
+    too (TensorFlow 2.21: `w_b, _ = binarize(self.kernel)` gives the kernel a zero gradient
+    where the straight-through one is nonzero). Checking only files that mention `custom_gradient` keeps
     whole-repository runs fast: a wider text test (`def grad` in a TensorFlow module) would
     parse 17 more files of TensorFlow's own tree, costing more than the whole run today.
     """
@@ -38,6 +46,47 @@ class MissingDecorator(Rule):
     summary = "A function returns `(y, grad_fn)` but is never wrapped by `tf.custom_gradient`"
 
     INVALID = [
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+def binarize(w):
+    def grad(dy):
+        return dy * tf.cast(tf.abs(w) <= 1.0, dy.dtype)
+
+    return tf.sign(w), grad
+
+
+class BinaryDense(tf.keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], 4))
+
+    def call(self, x):
+        w_b, _ = binarize(self.kernel)
+        return x @ w_b
+''',
+            at="17:18"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+def _round_ste(x):
+    def grad(dy):
+        return dy
+
+    return tf.round(x), grad
+
+
+round_ste = tf.custom_gradient(_round_ste)
+
+
+def quantize(x, scale):
+    q, _ = _round_ste(x / scale)
+    return q * scale
+''',
+            at="16:12"),
         Invalid(
             '''
 import tensorflow as tf
@@ -86,6 +135,21 @@ def train_step(x):
             at="5:9"),
     ]
     VALID = [
+        '''
+import tensorflow as tf
+
+
+def binarize(w):
+    def grad(dy):
+        return dy * tf.cast(tf.abs(w) <= 1.0, dy.dtype)
+
+    return tf.sign(w), grad
+
+
+def binarize_with_vjp(w, upstream):
+    w_b, vjp = binarize(w)
+    return w_b, vjp(upstream)
+''',
         '''
 import tensorflow as tf
 
@@ -181,6 +245,15 @@ ste = ops.custom_gradient(_ste)
                 f"`{cand.node.name.value}` returns `(value, {cand.grad_fn.name.value})` like a custom-gradient "
                 "forward but is not wrapped by `tf.custom_gradient`: it returns a tuple and its grad fn is never "
                 "used; decorate it with `@tf.custom_gradient`",
+            )
+
+        for call, _, fn in model.discarded_grad_fns():
+            name = fn.name.value
+            yield Finding(
+                call,
+                f"the grad fn `{name}` returns is dropped here: `{name}` is not wrapped by `tf.custom_gradient` "
+                "at this call, so its custom gradient is never applied and TensorFlow differentiates its forward's "
+                f"own ops instead; call the `tf.custom_gradient` version of `{name}` (or decorate it)",
             )
 
     @staticmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 import libcst as cst
+import libcst.matchers as m
 
 from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite, Scope
@@ -20,7 +21,9 @@ class KerasVariableIdentity(Rule):
     ## What it does
     Flags a custom gradient that matches the entries of `variables` against a Keras 3 weight
     (`self.w = self.add_weight(...)`, `keras.Variable(...)`) by identity (`v is self.w`,
-    `id(self.w)`), by `==`, as a dict key (`{self.w: dw}`), or through `self.w.ref()`.
+    `id(self.w)`), by `==`, as a dict key (`{self.w: dw}`), or through `self.w.ref()`; and one
+    that matches their names against the weight's Keras name or path (`{self.w.name: dw}`
+    looked up with `v.name`, `v.name == self.w.path`).
 
     ## Why is this bad?
     With Keras 3 (the `tf.keras` of TensorFlow 2.16 and later), `self.add_weight(...)` returns a
@@ -31,7 +34,9 @@ class KerasVariableIdentity(Rule):
     gradient `[0, 0]` where autodiff gives `[4, 6]`), and `self.w.ref()` raises
     `AttributeError: 'Variable' object has no attribute 'ref'` at the first gradient; as a dict
     key it raises `TypeError: unhashable type: 'Variable'`; and `v == self.w` compares values
-    elementwise (a tensor, true for any weight holding the same numbers). Match the
+    elementwise (a tensor, true for any weight holding the same numbers). The Keras weight's
+    `.name` is `'w'` and its `.path` `'layer/w'`, while the entry of `variables` is named
+    `'layer/w:0'`: a table keyed on either raises `KeyError` when looked up by `v.name`. Match the
     backing variable instead: `self.w.value`, e.g. `{self.w.value.ref(): dw}[v.ref()]`, which
     is right both eagerly and under `tf.function`.
 
@@ -247,10 +252,73 @@ class Scale(tf.keras.layers.Layer):
         return scale(x)
 ''',
             at="12:27"),
-    
-    
+        Invalid(
+            '''
+import keras
+import tensorflow as tf
+
+
+class Affine(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1],), name="kernel")
+        self.bias = self.add_weight(shape=(input_shape[-1],), name="bias")
+
+    def call(self, x):
+        @tf.custom_gradient
+        def affine(x):
+            def grad(dy, variables=None):
+                by_path = {self.kernel.path: tf.reduce_sum(dy * x, 0), self.bias.path: tf.reduce_sum(dy, 0)}
+                return dy * self.kernel, [by_path[v.name] for v in variables]
+
+            return x * self.kernel + self.bias, grad
+
+        return affine(x)
+''',
+            at=("15:28", "15:72"),
+            fixed='''
+import keras
+import tensorflow as tf
+
+
+class Affine(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1],), name="kernel")
+        self.bias = self.add_weight(shape=(input_shape[-1],), name="bias")
+
+    def call(self, x):
+        @tf.custom_gradient
+        def affine(x):
+            def grad(dy, variables=None):
+                by_path = {self.kernel.value.name: tf.reduce_sum(dy * x, 0), self.bias.value.name: tf.reduce_sum(dy, 0)}
+                return dy * self.kernel, [by_path[v.name] for v in variables]
+
+            return x * self.kernel + self.bias, grad
+
+        return affine(x)
+'''),
     ]
     VALID = [
+        '''
+import keras
+import tensorflow as tf
+
+
+class Affine(keras.layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1],), name="kernel")
+        self.bias = self.add_weight(shape=(input_shape[-1],), name="bias")
+
+    def call(self, x):
+        @tf.custom_gradient
+        def affine(x):
+            def grad(dy, variables=None):
+                by_path = {self.kernel.value.name: tf.reduce_sum(dy * x, 0), self.bias.value.name: tf.reduce_sum(dy, 0)}
+                return dy * self.kernel, [by_path[v.name] for v in variables]
+
+            return x * self.kernel + self.bias, grad
+
+        return affine(x)
+''',
         '''
 import tensorflow as tf
 
@@ -345,8 +413,14 @@ class Scale(tf.keras.layers.Layer):
             for comparison in scope.comparisons:
                 for weight, target in _compared_weights(site, comparison, scope):
                     yield self._finding(site, comparison, weight, scope, target)
+                operands = [comparison.left] + [t.comparator for t in comparison.comparisons]
+                if len(operands) == 2 and any(_is_name_of(o) for o in operands):
+                    yield from (f for o in operands if (f := _keras_name(site, o, scope)) is not None)
             for display in scope.dicts:
                 for el in display.elements:
+                    if isinstance(el, cst.DictElement) and _looks_up_by_name(site) and (
+                            found := _keras_name(site, el.key, scope)) is not None:
+                        yield found
                     weight = site.model.weight(el.key, scope) if isinstance(el, cst.DictElement) else None
                     if weight is not None and weight.keras:
                         name = site.model.module.code_for_node(el.key).strip()
@@ -432,3 +506,38 @@ def _compared_weights(site: GradientSite, comparison: cst.Comparison,
 def _constant(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)) or (
         isinstance(expr, cst.Name) and expr.value in ("None", "True", "False"))
+
+
+def _is_name_of(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "name"
+
+
+def _looks_up_by_name(site: GradientSite) -> bool:
+    """A grad fn that looks entries up by a name (`table[v.name]`, `table.get(v.name)`)."""
+    by_name = m.Subscript(slice=[m.SubscriptElement(m.Index(m.Attribute(attr=m.Name("name"))))]) | m.Call(
+        func=m.Attribute(attr=m.Name("get")), args=[m.Arg(m.Attribute(attr=m.Name("name"))), m.ZeroOrMore()])
+    return any(m.findall(g.node, by_name) for g in site.grad_fns)
+
+
+_KERAS_NAMES = {"name": "'w'", "path": "'layer/w'"}
+
+
+def _keras_name(site: GradientSite, expr: cst.BaseExpression, scope: Scope) -> Finding | None:
+    """`w.name` / `w.path` of a Keras 3 weight matched against the name of an entry of
+    `variables`: the Keras name ('w') and path ('layer/w') never equal the backing
+    tf.Variable's name ('layer/w:0'), which `w.value.name` is."""
+    if not (isinstance(expr, cst.Attribute) and expr.attr.value in ("name", "path")):
+        return None
+    weight = site.model.weight(expr.value, scope)
+    if weight is None or not weight.keras:
+        return None
+    name = site.model.module.code_for_node(expr.value).strip()
+    right = cst.Attribute(value=cst.Attribute(value=expr.value, attr=cst.Name("value")), attr=cst.Name("name"))
+    return Finding(
+        expr,
+        f"`{name}.{expr.attr.value}` is a Keras 3 weight's {expr.attr.value} "
+        f"({_KERAS_NAMES[expr.attr.value]}), never the name of an entry of `variables`, "
+        "the backing tf.Variable named 'layer/w:0' (TensorFlow 2.21: KeyError, or a gradient silently dropped); "
+        f"use `{name}.value.name`",
+        fix=Fix([(expr, right)], True, f"Match the backing variable's name `{name}.value.name`"),
+    )

@@ -383,8 +383,8 @@ class _Checker:
                                   [np.zeros(0)])
 
         base = outputs(self._args_with(None, None, False))
-        if np.count_nonzero(base) < 2:
-            return False  # one number always moves along itself
+        if np.count_nonzero(base) < 3:
+            return False  # one number always moves along itself, two often nearly do
         scale = max(1.0, float(np.max(np.abs(x.numpy()))))
         rng = np.random.default_rng(k + 11)
         stairs = 0
@@ -392,7 +392,9 @@ class _Checker:
             v = rng.standard_normal(x.shape.as_list())
             v *= 1e-5 * scale / max(np.linalg.norm(v), 1e-300)
             d = outputs(self._args_with(pos, v, False)) - base
-            along = abs(float(d @ base)) >= (1 - 1e-4) * float(np.linalg.norm(d) * np.linalg.norm(base))
+            # Along the output to within the forward's own rounding (a float32 scale recomputed
+            # from the input moves the output by ~1e-5 with ~1e-7 noise): cos >= 0.995.
+            along = abs(float(d @ base)) >= 0.995 * float(np.linalg.norm(d) * np.linalg.norm(base))
             stairs += bool(not d.any() or along)
         return stairs >= 2
 
