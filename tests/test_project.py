@@ -78,6 +78,25 @@ def tan(x):
     return y, grad
 '''
 
+# A helper written in terms of the function's value, in a sibling module: given the output
+# `y = x * s` where it wants `s` (only evaluating the helper there shows it).
+SIGMOID_GRAD = "def sigmoid_grad(s):\n    return s * (1.0 - s)\n"
+SWISH = '''import tensorflow as tf
+
+from .derivatives import sigmoid_grad
+
+
+@tf.custom_gradient
+def swish(x):
+    s = tf.sigmoid(x)
+    y = x * s
+
+    def grad(dy):
+        return dy * (s + x * sigmoid_grad({at}))
+
+    return y, grad
+'''
+
 CASES = {
     # name: (the package's modules, the findings cglint reports on ops.py, TensorFlow's verdict:
     # "variables" (raises for want of `variables`), "wrong" (not autodiff's gradient) or "ok")
@@ -88,6 +107,8 @@ CASES = {
     "constant_valid": ({"params": PARAMS_CONSTANT, "ops": NO_VARIABLES.format(imp=".params")}, [], "ok"),
     "helper_invalid": ({"derivatives": DERIVATIVES, "ops": TAN.format(at="y")}, ["CG005"], "wrong"),
     "helper_valid": ({"derivatives": DERIVATIVES, "ops": TAN.format(at="x")}, [], "ok"),
+    "evaluated_helper_invalid": ({"derivatives": SIGMOID_GRAD, "ops": SWISH.format(at="y")}, ["CG005"], "wrong"),
+    "evaluated_helper_valid": ({"derivatives": SIGMOID_GRAD, "ops": SWISH.format(at="s")}, [], "ok"),
 }
 
 
@@ -177,6 +198,8 @@ for name in sys.argv[3:]:
             tape.watch(x)
             if hasattr(ops, "scale"):
                 y, reference = ops.scale(x), ops.kernel * x
+            elif hasattr(ops, "swish"):
+                y, reference = ops.swish(x), x * tf.sigmoid(x)
             else:
                 y, reference = ops.tan(x), tf.tan(x)
         sources = [x] + ([ops.kernel] if isinstance(getattr(ops, "kernel", None), tf.Variable) else [])
@@ -201,3 +224,13 @@ def test_tensorflow_agrees_with_each_verdict(project, tmp_path):
                    env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=300)
     report = json.loads(out.read_text())
     assert {name: report[name]["verdict"] for name in CASES} == {name: case[2] for name, case in CASES.items()}, report
+
+
+def test_a_change_in_an_evaluated_helper_invalidates_the_cache(tmp_path):
+    write_package(tmp_path, "pkg", {"derivatives": SIGMOID_GRAD, "ops": SWISH.format(at="y")})
+    run = lambda: codes(cglint("--output-format", "json", "pkg/ops.py", cwd=tmp_path))  # noqa: E731
+    assert run() == {"pkg/ops.py": ["CG005"]}
+    assert run() == {"pkg/ops.py": ["CG005"]}  # warm
+    # The helper changed: no name read for `y` makes the gradient swish's, so nothing is claimed.
+    (tmp_path / "pkg" / "derivatives.py").write_text("def sigmoid_grad(s):\n    return 1.0 + 0.0 * s\n")
+    assert run() == {}

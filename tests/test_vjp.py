@@ -642,3 +642,79 @@ def test_python_conditions(expr, value):
 
     model = ModuleModel(cst.parse_module(f"s = {expr}\n"))
     assert Evaluator(model, {}).value(model.root.bindings["s"][0], model.root) == value
+
+
+def cg009(code: str) -> list[tuple[int, int]]:
+    result = lint_source(textwrap.dedent(code), "m.py")
+    return [(d.line, d.column) for d in result.diagnostics if d.code == "CG009"]
+
+
+UPSTREAM = """
+import tensorflow as tf
+
+@tf.custom_gradient
+def op(x, w):
+    y = tf.tanh(x) * w
+
+    def grad(dy):
+        d = 1.0 - tf.tanh(x) ** 2
+        return {grads}
+
+    return y, grad
+"""
+
+
+@pytest.mark.parametrize("grads,at", [
+    # Added, not multiplied (in TensorFlow 2.21, `0 * op(x, w)` still had a gradient).
+    ("dy + d * w, dy * tf.tanh(x)", [(10, 16)]),
+    ("dy * d * w, tf.reduce_sum(dy) + tf.tanh(x)", [(10, 16)]),
+    # Linear in the upstream; clipping is not, but is zero at zero upstream.
+    ("dy * d * w, dy * tf.tanh(x)", []),
+    ("tf.clip_by_value(dy, -1.0, 1.0) * d * w, dy * tf.tanh(x)", []),
+    ("-dy * d * w, None", []),
+    # An op with no NumPy version here: not evaluated, nothing claimed.
+    ("dy + tf.math.bessel_i1e(x), dy", []),
+])
+def test_a_gradient_not_zero_at_zero_upstream(grads, at):
+    assert cg009(UPSTREAM.format(grads=grads)) == at
+
+
+def test_a_gradient_for_one_input_not_zero_at_zero_upstream_names_it():
+    result = lint_source(textwrap.dedent(UPSTREAM.format(grads="dy * d * w, dy + tf.tanh(x)")), "m.py")
+    [finding] = [d for d in result.diagnostics if d.code == "CG009"]
+    assert "for `w` that is not zero" in finding.message
+
+
+def cg018(code: str) -> list[tuple[int, int]]:
+    result = lint_source(textwrap.dedent(code), "m.py")
+    return [(d.line, d.column) for d in result.diagnostics if d.code == "CG018"]
+
+
+SCALE = """
+import tensorflow as tf
+
+@tf.custom_gradient
+def scale(x, w):
+    y = x * w
+
+    def grad(dy):
+        return dy * w, {dw}
+
+    return y, grad
+"""
+
+
+@pytest.mark.parametrize("dw,at", [
+    # `w` broadcasts against `x`: summed over every axis, or over the wrong one.
+    ("tf.reduce_sum(dy * x)", [(9, 24)]),
+    ("tf.reduce_sum(dy * x, axis=1)", [(9, 24)]),
+    ("tf.reduce_mean(dy * x, axis=[0, 1])", [(9, 24)]),
+    # Over the broadcast axis: `w`'s shape. Left at the output's shape (code for inputs of one
+    # shape), or a zero (a stop): not judged.
+    ("tf.reduce_sum(dy * x, axis=0)", []),
+    ("dy * x", []),
+    ("0.0", []),
+    ("None", []),
+])
+def test_a_gradient_reduced_to_another_shape(dw, at):
+    assert cg018(SCALE.format(dw=dw)) == at

@@ -128,7 +128,7 @@ class Evaluator(Interpreter):
         if isinstance(expr, cst.IfExp):
             return self.value(expr.body if self.truth(self.value(expr.test, scope, d)) else expr.orelse, scope, d)
         if isinstance(expr, cst.Lambda) and expr in self.model.scope_of:
-            return Function(expr, self.model.scope_of[expr], self.locals)
+            return Function(expr, self.model.scope_of[expr], self.locals, model=self.model)
         if (isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1
                 and type(expr.comparisons[0].operator) in _COMPARE):
             return _COMPARE[type(expr.comparisons[0].operator)](
@@ -288,7 +288,8 @@ class Evaluator(Interpreter):
             raise Unknown(f"call {op}: {e}") from None
 
     def _function(self, call: cst.Call, scope: Scope, depth: int) -> Function:
-        """The callee when it is a def or lambda of this module (`_unbroadcast(g, like)`), or one
+        """The callee when it is a def or lambda of this module (`_unbroadcast(g, like)`), a def
+        imported from another project module (`from .derivatives import sigmoid_grad`), or one
         made by the function running: it is run on the call's values."""
         if isinstance(call.func, cst.Name) and isinstance(self.locals.get(call.func.value), Function):
             return self.locals[call.func.value]
@@ -300,7 +301,7 @@ class Evaluator(Interpreter):
                 static = _is_staticmethod(defs[0])
                 return Function(defs[0], self.model.scope_of[defs[0]], {}, () if static else (Instance(),))
         helper = self.model.helper(call.func, scope)
-        if helper is None or helper.model is not self.model:
+        if helper is None:
             try:  # a lambda bound to a name, a def passed in as a parameter
                 fn = self.value(call.func, scope, depth)
             except Unknown:
@@ -308,7 +309,17 @@ class Evaluator(Interpreter):
             if isinstance(fn, Function):
                 return fn
             raise Unknown(f"call {self.model.qualname(call.func)}")
-        return Function(helper.node, helper.scope, {})
+        return Function(helper.node, helper.scope, {}, model=helper.model)
+
+    def foreign(self, fn: Function, args: list, kwargs: dict, depth: int) -> Any:
+        """A function of another project module, run by an evaluator of that module (its names,
+        imports and ops are read there), within this one's bounds: nested calls, steps, budget."""
+        other = Evaluator(fn.model, {}, straight_through=self.straight_through, budget=self.budget)
+        other.helpers, other.steps = list(self.helpers), self.steps
+        try:
+            return other.call_function(fn, args, kwargs, depth)
+        finally:
+            self.steps, self.rounded = other.steps, self.rounded or other.rounded
 
     def _where(self, call: cst.Call, scope: Scope, depth: int) -> Any:
         """`tf.where(c, x, y)`: where `c` holds one value everywhere, the branch it does not pick
@@ -370,7 +381,7 @@ class Evaluator(Interpreter):
             elif isinstance(value, cst.BaseExpression):
                 result = self.value(value, owner, depth + 1)
             elif isinstance(value, cst.FunctionDef) and value in self.model.scope_of:
-                result = Function(value, self.model.scope_of[value], {})
+                result = Function(value, self.model.scope_of[value], {}, model=self.model)
             else:
                 raise Unknown(name.value)
         finally:

@@ -39,10 +39,12 @@ def unwrap(value: Any) -> Any:
 class Function:
     """A def or lambda as a value: its node, its scope and, when it was made inside an
     interpreted function, that function's locals (its closure, read when it is called);
-    `bound`: the arguments it is called with first (a method's `self`)."""
+    `bound`: the arguments it is called with first (a method's `self`); `model`: the module
+    defining it, when it may be another project module's (its names are that module's)."""
 
-    def __init__(self, node: cst.FunctionDef | cst.Lambda, scope, closure: dict[str, Any], bound: tuple = ()) -> None:
-        self.node, self.scope, self.closure, self.bound = node, scope, closure, bound
+    def __init__(self, node: cst.FunctionDef | cst.Lambda, scope, closure: dict[str, Any], bound: tuple = (),
+                 model=None) -> None:
+        self.node, self.scope, self.closure, self.bound, self.model = node, scope, closure, bound, model
 
 
 class Instance:
@@ -87,6 +89,8 @@ class Interpreter:
         raise Unknown("the truth of an array")
 
     def call_function(self, fn: Function, args: list, kwargs: dict, depth: int) -> Any:
+        if fn.model is not None and fn.model is not self.model:
+            return self.foreign(fn, args, kwargs, depth)
         node = fn.node
         if len(self.helpers) >= MAX_CALLS or (isinstance(node, cst.FunctionDef) and any(
                 not (isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod") for d in node.decorators)):
@@ -180,7 +184,7 @@ class Interpreter:
                     self.assign(w.asname.name, "")
             self.block(stmt.body, scope, depth)
         elif isinstance(stmt, cst.FunctionDef) and not stmt.decorators and stmt in self.model.scope_of:
-            self.locals[stmt.name.value] = Function(stmt, self.model.scope_of[stmt], self.locals)
+            self.locals[stmt.name.value] = Function(stmt, self.model.scope_of[stmt], self.locals, model=self.model)
         else:
             raise Unknown(type(stmt).__name__)
 

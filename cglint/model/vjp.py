@@ -61,12 +61,83 @@ def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead 
         return check.in_every_world()
 
 
+def nonzero_at_zero_upstream(model: ModuleModel, site: GradientSite) -> list[str] | None:
+    """The inputs and variables whose gradient is not zero when the upstream is zero, at every
+    sample point and in every world where the grad fn evaluates: a VJP is linear in the upstream,
+    so such a gradient adds something to it (`dy + local`) instead of multiplying. Clipping
+    (`clip_by_value(dy, ...)`) is nonlinear on purpose but zero at zero: not claimed."""
+    try:
+        check = _Check(model, site, reads_output=False)
+    except (Unknown, _Skip):
+        return None
+    if check.dy is None or len(check.free) > 2:
+        return None
+    import numpy as np
+
+    check.np = np
+    check._layout()
+    found: set[int] | None = None
+    with np.errstate(all="ignore"):
+        for check.positive in (False, True):
+            for values in product((0.0, 1.0, -1.0), repeat=len(check.free)):
+                check.extra = {id(p): v for p, v in zip(check.free, values)}
+                check.rng = np.random.default_rng(0)
+                try:
+                    bad = check.at_zero_upstream()
+                except (Unknown, _Skip, *_MATHS_ERRORS):
+                    continue  # not evaluable here
+                if not bad:
+                    return None
+                found = bad if found is None else found & bad
+    return [check.slots[i] for i in sorted(found)] if found else None
+
+
+@dataclass
+class ShapeMismatch:
+    """A returned gradient of another shape than its input's (or variable's), with the sample
+    shapes the forward evaluated at."""
+
+    slot: int
+    name: str
+    got: tuple
+    want: tuple
+    shapes: dict[str, tuple]
+
+
+def gradient_shape_mismatch(model: ModuleModel, site: GradientSite) -> ShapeMismatch | None:
+    """A gradient reduced to another shape than its input's (over every axis, or the wrong ones)
+    at shapes the forward accepts: each input at a
+    full sample shape, and each (of several) at the shape that broadcasts against the others
+    (a per-channel `alpha` of shape (C,) against `x` of (N, C)), where the output's shape is the
+    same. Nothing where the grad fn or the forward does not evaluate."""
+    try:
+        check = _Check(model, site, reads_output=False)
+    except (Unknown, _Skip):
+        return None
+    if check.dy is None or check.free:
+        return None
+    import numpy as np
+
+    check.np, check.extra = np, {}
+    check._layout()
+    if any(k is not None for k in check.layout):
+        return None
+    with np.errstate(all="ignore"):
+        for check.positive in (False, True):
+            check.rng = np.random.default_rng(0)
+            try:
+                return check.shape_mismatch()
+            except (Unknown, _Skip, *_MATHS_ERRORS):
+                continue
+    return None
+
+
 class _Skip(Exception):
     pass
 
 
 class _Check:
-    def __init__(self, model: ModuleModel, site: GradientSite) -> None:
+    def __init__(self, model: ModuleModel, site: GradientSite, reads_output: bool = True) -> None:
         self.model, self.site = model, site
         out = site.outputs[0] if len(site.outputs) == 1 else None
         if (not isinstance(out, cst.Name) or len(site.grad_fns) != 1 or site.has_varargs or not site.inputs
@@ -88,7 +159,7 @@ class _Check:
             raise _Skip
         self.reads = [n for s in self.grad.scope.walk() for n in s.reads if n.value == out.value
                       and s.lookup(n.value) is not None and s.lookup(n.value)[0] is site.scope]
-        if not self.reads:
+        if reads_output and not self.reads:
             raise _Skip
         self.inputs = [self._param(site.scope, n) for n in site.inputs]
         self.dy = None if keras_style else self._param(self.grad.scope, self.grad.upstream_params[0])
@@ -324,6 +395,12 @@ class _Check:
         return all(isinstance(b, cst.BaseExpression) or (isinstance(b, Param) and b in self.inputs)
                    for b in found[0].visible(name, None))
 
+    def _layout(self) -> None:
+        self.layout = [self._keys(name) for name in self.site.inputs]
+        self.input_slots = sum(1 if k is None else len(k) for k in self.layout)
+        self.slots = [name if keys is None else f"{name}[{k!r}]" for name, keys in zip(self.site.inputs, self.layout)
+                      for k in (keys or [None])] + [v.name for v in self.site.variables]
+
     def in_every_world(self) -> OutputRead | None:
         """The claim, when it holds for every value of the enclosing functions' parameters the
         forward reads (`axis` in `def reduce_prod(t, axis)` around it) that it evaluates at:
@@ -334,8 +411,7 @@ class _Check:
         nothing, the forward's derivative is its straight-through estimator's."""
         if len(self.free) > 2:
             return None
-        self.layout = [self._keys(name) for name in self.site.inputs]
-        self.input_slots = sum(1 if k is None else len(k) for k in self.layout)
+        self._layout()
         for self.straight, self.positive in product((False, True), (False, True)):
             if self.straight and not self.rounded:
                 return None
@@ -373,11 +449,61 @@ class _Check:
                 out += [b for b in found[1] if isinstance(b, Param) and b not in out]
         return out
 
+    def at_zero_upstream(self) -> set[int]:
+        """The slots whose gradient is nonzero for a zero upstream at some sample point (the
+        grad fn evaluating, finite, at every point)."""
+        self.var_shapes = [self._var_shape(v) for v in self.site.variables]
+        x_shape = self._x_shape()
+        bad: set[int] = set()
+        for _ in range(_POINTS):
+            flat = [self._sample(x_shape) for _ in range(self.input_slots)] + [self._sample(s) for s in self.var_shapes]
+            y = self._forward(flat, {}, record=True)
+            grads = self._grads(flat, self.np.zeros(y.shape), {})
+            for i, g in enumerate(grads):
+                g = self.np.asarray(0.0 if g is None else g, dtype=float)
+                if not self.np.all(self.np.isfinite(g)):
+                    raise _Skip
+                bad |= {i} if self.np.any(g != 0.0) else set()
+        return bad
+
+    def shape_mismatch(self) -> ShapeMismatch | None:
+        self.var_shapes = [self._var_shape(v) for v in self.site.variables]
+        n = self.input_slots
+        full = (4, 3)  # not square: a reduction over the wrong axis changes the shape
+        try:
+            self._forward([self._sample(full) for _ in range(n)] + [self._sample(s) for s in self.var_shapes], {})
+        except _MATHS_ERRORS:
+            full = self._x_shape()
+        configs = [[full[1:] if j == i else full for j in range(n)] for i in range(n)] if n > 1 and full else []
+        base_y, runs, found = None, 0, {}
+        for shapes in [[full] * n, *configs]:
+            flat = [self._sample(s) for s in shapes] + [self._sample(s) for s in self.var_shapes]
+            try:
+                y = self._forward(flat, {}, record=True)
+            except _MATHS_ERRORS:
+                continue  # the forward takes no input of this shape
+            base_y = y.shape if base_y is None else base_y
+            if y.shape != base_y:
+                continue  # the input does not broadcast into the output here
+            runs += 1
+            grads = self._grads(flat, self._sample(y.shape), {})
+            named = dict(zip(self.slots, (tuple(self.np.shape(a)) for a in flat)))
+            for slot, g in enumerate(grads):
+                # Reduced (fewer elements than the output) to another shape than the input's. A
+                # gradient left at the output's shape is code written for inputs of one shape;
+                # zeros are a stop.
+                if (g is not None and self.np.shape(g) != self.np.shape(flat[slot]) and self.np.size(g) < y.size
+                        and self.np.any(self.np.asarray(g) != 0.0)):
+                    found.setdefault(slot, []).append(ShapeMismatch(
+                        slot, self.slots[slot], tuple(self.np.shape(g)), tuple(self.np.shape(flat[slot])), named))
+        # Wrong at every shape tried (a sum over the broadcast axis is right where the input
+        # broadcasts, though not where it has the output's shape); the broadcast one is shown.
+        wrong = [hits for hits in found.values() if len(hits) == runs]
+        return wrong[0][-1] if wrong else None
+
     def run(self) -> OutputRead | None:
         self.var_shapes = [self._var_shape(v) for v in self.site.variables]
         x_shape = self._x_shape()
-        slots = [name if keys is None else f"{name}[{k!r}]" for name, keys in zip(self.site.inputs, self.layout)
-                 for k in (keys or [None])] + [v.name for v in self.site.variables]
         candidates = None
         wrong_at = 0
         wrong_slot = None
@@ -419,5 +545,5 @@ class _Check:
         if wrong_at * 3 < 2 * _POINTS or wrong_slot is None:
             return None
         reads, name = candidates[0]
-        return OutputRead(list(reads), self.out.value, name, slots[wrong_slot])
+        return OutputRead(list(reads), self.out.value, name, self.slots[wrong_slot])
 

@@ -36,6 +36,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "CG015": ("cg015_non_tensor_argument", "NonTensorArgument"),
     "CG016": ("cg016_gradient_dtype", "GradientDtype"),
     "CG017": ("cg017_gradient_override_ignored", "GradientOverrideIgnored"),
+    "CG018": ("cg018_gradient_shape", "GradientShape"),
 }
 CODES: tuple[str, ...] = tuple(_REGISTRY)
 # Rules outside the default catalogue, run only when asked for (`--report-unused-noqa`).

@@ -6,6 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, is_no_gradient
+from cglint.model.vjp import nonzero_at_zero_upstream
 from cglint.rules.base import Invalid, Rule
 
 
@@ -21,13 +22,21 @@ class UpstreamIgnored(Rule):
     fn made with `functools.partial(_grad, x=x)` receives the upstream in the parameters the
     partial leaves open (`dy`), and `*args` counts as upstream.
 
+    A grad fn that reads the upstream but does not multiply by it (`dy + local`) is flagged
+    where its maths can be evaluated (the project's NumPy versions of the ops, at sample points):
+    a gradient that is not zero for a zero upstream is not linear in it. Clipping
+    (`tf.clip_by_value(dy, -1.0, 1.0)`) is nonlinear on purpose but zero at zero: not flagged.
+
     ## Why is this bad?
     The grad fn computes a vector-Jacobian product: the upstream gradient `dy` is
     d(loss)/d(output), and the chain rule multiplies it into every input gradient. A grad
     fn that returns the local derivative alone (`lambda dy: 2 * x` for `x * x`) drops
     everything downstream of the op: TensorFlow raises nothing and trains on the wrong
     gradient. In TensorFlow 2.21, `5 * f(x)` with such a grad fn gave d/dx = 4.0 where the
-    true value is 20.0. Multiply the local derivative by the upstream: `dy * 2 * x`.
+    true value is 20.0. Multiply the local derivative by the upstream: `dy * 2 * x`. Adding
+    the upstream instead is as wrong: in TensorFlow 2.21 a Huber loss whose grad fn returned
+    `dloss + dpred` gave d/dpred = [0.5, -1, 1] for `0 * huber(pred, target)`, where the
+    gradient is 0, and [5.5, 4, 6] for `5 * huber(...)` where it is [2.5, -5, 5].
     """
 
     code = "CG009"
@@ -96,8 +105,48 @@ def sign_ste(x):
     return tf.sign(x), grad
 ''',
             at="6:9"),
+        # The upstream added, not multiplied: not zero for a zero upstream.
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def huber(pred, target):
+    err = pred - target
+    small = tf.abs(err) <= 1.0
+    loss = tf.where(small, 0.5 * tf.square(err), tf.abs(err) - 0.5)
+
+    def grad(dloss):
+        dpred = tf.where(small, err, tf.sign(err))
+        return dloss + dpred, -(dloss + dpred)
+
+    return loss, grad
+''',
+            at="12:16"),
     ]
     VALID = [
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def huber(pred, target):
+    err = pred - target
+    small = tf.abs(err) <= 1.0
+    loss = tf.where(small, 0.5 * tf.square(err), tf.abs(err) - 0.5)
+
+    def grad(dloss):
+        dpred = tf.where(small, err, tf.sign(err))
+        return dloss * dpred, -dloss * dpred
+
+    return loss, grad
+''',
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def clip_gradient(x):
+    return tf.identity(x), lambda dy: tf.clip_by_value(dy, -1.0, 1.0)
+''',
         '''
 import tensorflow as tf
 
@@ -181,6 +230,7 @@ def scaled_square(x):
                 continue
             read = [name for name in upstream if grad.reads(name)]
             if read and not _shape_only(site.model, grad, set(upstream)):
+                yield from _not_a_factor(site, grad)
                 continue
             values = [r.value for r in grad.returns if r.value is not None]
             if not values or all(is_no_gradient(site.model, v, grad.scope) for v in values):
@@ -194,6 +244,26 @@ def scaled_square(x):
                 "`upstream * local_derivative`, and TensorFlow silently trains on the local derivative "
                 "alone; multiply by the upstream (or return `None`/zeros to stop the gradient on purpose)",
             )
+
+
+def _not_a_factor(site: GradientSite, grad) -> Iterator[Finding]:
+    """The upstream is read but the gradients are not linear in it: evaluated with a zero
+    upstream, some are not zero (`dy + local` where the chain rule multiplies)."""
+    if len(site.grad_fns) != 1:
+        return
+    wrong = nonzero_at_zero_upstream(site.model, site)
+    if not wrong:
+        return
+    returns = [r.value for r in grad.returns if r.value is not None]
+    names = ", ".join(f"`{n}`" for n in wrong)
+    dy = grad.upstream_names[0]
+    yield Finding(
+        returns[0] if len(returns) == 1 else grad.anchor,
+        f"`{grad.name}` returns a gradient for {names} that is not zero when the upstream `{dy}` is zero "
+        "(evaluated at sample points): the upstream is combined with the local derivative, not multiplied "
+        f"by it, so TensorFlow trains on a gradient even where the loss does not depend on `{site.name}`; "
+        f"multiply: `{dy} * local_derivative`",
+    )
 
 
 # Functions whose result depends on their argument's shape or dtype alone, not its values.

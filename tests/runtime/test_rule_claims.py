@@ -7,7 +7,10 @@ array times the upstream is converted to the upstream's dtype.
 
 CG017: `gradient_override_map` is ignored eagerly and under tf.function (the bad fixture's
 gradient is zero), honoured in a TensorFlow 1 graph; the fixed fixture's custom gradient passes
-the upstream through."""
+the upstream through.
+
+CG018: a gradient reduced over every axis for a per-channel `alpha` comes back as a scalar, and
+an optimizer cannot apply it to the variable."""
 
 import importlib.util
 from pathlib import Path
@@ -78,3 +81,20 @@ def test_the_override_map_works_in_a_tensorflow_1_graph():
         (g,) = tf.gradients(y, x)
         with tf.compat.v1.Session(graph=graph) as session:
             assert session.run(g).tolist() == [1.0, 1.0]
+
+
+def test_a_gradient_reduced_over_every_axis_fails_an_optimizer_and_the_fixed_one_does_not():
+    """CG018: custom_gradient hands back the scalar gradient for a per-channel `alpha`; applying
+    it to the variable fails. Summed over the batch axis it has `alpha`'s shape."""
+    x = tf.constant([[1.0, -2.0, -3.0], [-1.0, 2.0, -0.5]])
+    for name, fails in (("cg018_bad", True), ("cg018_good", False)):
+        alpha = tf.Variable([0.1, 0.2, 0.3])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(load(name, "prelu")(x, alpha))
+        g = tape.gradient(loss, alpha)
+        assert (g.shape == ()) == fails
+        if fails:
+            with pytest.raises(tf.errors.InvalidArgumentError, match="shapes must be equal"):
+                tf.keras.optimizers.SGD(0.1).apply_gradients([(g, alpha)])
+        else:
+            np.testing.assert_allclose(g.numpy(), [-1.0, -2.0, -3.5])
