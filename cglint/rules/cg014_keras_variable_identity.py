@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Iterator
 
 import libcst as cst
-import libcst.matchers as m
 
+from cglint.cstwalk import nodes
 from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite, Scope
 from cglint.rules.base import Invalid, Rule
@@ -418,8 +418,8 @@ class Scale(tf.keras.layers.Layer):
                     yield from (f for o in operands if (f := _keras_name(site, o, scope)) is not None)
             for display in scope.dicts:
                 for el in display.elements:
-                    if isinstance(el, cst.DictElement) and _looks_up_by_name(site) and (
-                            found := _keras_name(site, el.key, scope)) is not None:
+                    if (isinstance(el, cst.DictElement) and _is_name_of_attr(el.key)
+                            and (found := _keras_name(site, el.key, scope)) is not None and _looks_up_by_name(site)):
                         yield found
                     weight = site.model.weight(el.key, scope) if isinstance(el, cst.DictElement) else None
                     if weight is not None and weight.keras:
@@ -512,11 +512,21 @@ def _is_name_of(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Attribute) and expr.attr.value == "name"
 
 
+def _is_name_of_attr(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and expr.attr.value in ("name", "path")
+
+
 def _looks_up_by_name(site: GradientSite) -> bool:
     """A grad fn that looks entries up by a name (`table[v.name]`, `table.get(v.name)`)."""
-    by_name = m.Subscript(slice=[m.SubscriptElement(m.Index(m.Attribute(attr=m.Name("name"))))]) | m.Call(
-        func=m.Attribute(attr=m.Name("get")), args=[m.Arg(m.Attribute(attr=m.Name("name"))), m.ZeroOrMore()])
-    return any(m.findall(g.node, by_name) for g in site.grad_fns)
+    for g in site.grad_fns:
+        for node in nodes(g.node):
+            if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+                if _is_name_of(node.slice[0].slice.value):
+                    return True
+            elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get"
+                  and node.args and _is_name_of(node.args[0].value)):
+                return True
+    return False
 
 
 _KERAS_NAMES = {"name": "'w'", "path": "'layer/w'"}
