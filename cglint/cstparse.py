@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import os
 import threading
 from typing import Iterator
 
@@ -59,6 +60,28 @@ def unvalidated() -> Iterator[None]:
                 CSTNode.__post_init__ = _VALIDATE  # type: ignore[method-assign]
 
 
+# libcst's native parser aborts the whole process when an allocation fails (Rust's allocation
+# error handler), which no `except` catches: under an address-space limit (`ulimit -v`,
+# `prlimit --as`) it is asked to parse only with room to spare.
+_HEADROOM = 48 << 20  # bytes, plus 64 per character of the text
+
+
+def _check_headroom(chars: int) -> None:
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):
+        return  # no limit to read (not Linux): nothing to guard
+    if soft - used < _HEADROOM + 64 * chars:
+        raise MemoryError(f"{(soft - used) >> 20} MiB of address space left under its limit of {soft >> 20} MiB, "
+                          "too little for libcst's parser")
+
+
 def parse_module(text: str, tree: ast.Module | None = None, *,
                  piece_lines: int = PIECE_LINES) -> cst.Module:
     """`libcst.parse_module(text)`. `tree`: Python's parse of `text` (or of a text with the same
@@ -67,6 +90,7 @@ def parse_module(text: str, tree: ast.Module | None = None, *,
     # Only a non-ASCII identifier can fail validation on parser output (libcst's identifier
     # check lags Python's Unicode tables): such a module keeps libcst's check, and its answer
     # (a CSTValidationError the engine reports), since every later libcst visit would raise it.
+    _check_headroom(len(text))
     with unvalidated() if text.isascii() else contextlib.nullcontext():
         if tree is not None:
             module = _in_pieces(text, tree, piece_lines)
