@@ -177,15 +177,22 @@ def _params(fn) -> list[str]:
         return []
 
 
+def _positional(fn) -> list[inspect.Parameter] | None:
+    """`fn`'s positional parameters, None when Python cannot tell."""
+    try:
+        return [p for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return None
+
+
 def _passed(fn, request: dict) -> int | None:
     """How many positional inputs to pass: parameters with defaults are passed only as far as the
     module's callers do (`request["arity"]`) or a call site's known value needs; None for all."""
     from .check import resolve
 
-    try:
-        params = [p for p in inspect.signature(resolve(fn)[0]).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
+    params = _positional(resolve(fn)[0])
+    if params is None:
         return None
     required = sum(p.default is p.empty for p in params)
     if required == len(params) or (params and params[0].name in ("self", "cls")):
@@ -196,7 +203,7 @@ def _passed(fn, request: dict) -> int | None:
 
 def check_one(module, source: str, request: dict, seed: int) -> dict:
     from .check import check_gradient, forward_failure, no_inputs_report
-    from .spec import SpecError, _split_top_level, build_inputs, candidate_specs, parse_spec
+    from .spec import SpecError, build_inputs, candidate_specs, first_inputs, parse_spec
 
     name = request["function"]
     if request.get("registered") or request.get("defun"):
@@ -219,7 +226,7 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
             tried = candidate_specs(source, name, request.get("shapes"),
                                     hints=request.get("hints"))
             if (passed := _passed(fn, request)) is not None:
-                tried = list(dict.fromkeys(", ".join(_split_top_level(t)[:passed]) for t in tried))
+                tried = first_inputs(tried, passed)
             for spec_text in tried:
                 candidate = build_inputs(parse_spec(spec_text), params, module, seed)
                 failures.append(forward_failure(fn, *candidate))
@@ -353,7 +360,7 @@ def check_by_calling(module, source: str, request: dict, seed: int) -> dict:
     at its first real call, with the real closure."""
     from cglint.trace import instrument
 
-    from .spec import SpecError, _split_top_level, build_inputs, candidate_specs, parse_spec
+    from .spec import SpecError, build_inputs, candidate_specs, first_inputs, parse_spec, spec_count
 
     reach = request["reach"]
     outer = getattr(module, reach["function"], None)
@@ -370,18 +377,14 @@ def check_by_calling(module, source: str, request: dict, seed: int) -> dict:
     def attempts(fn, qualname: str, limit: int):
         # Parameters with defaults keep them (`axis=None`, `num_bits=8`: the configuration the
         # function is written for); the others get candidate tensors.
-        try:
-            required = sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                           for p in inspect.signature(fn).parameters.values())
-        except (TypeError, ValueError):
-            required = None
+        params = _positional(fn)
         specs = candidate_specs(source, qualname, request.get("shapes"))
-        if required is not None:
-            specs = list(dict.fromkeys(", ".join(_split_top_level(t)[:required]) for t in specs))
+        if params is not None:
+            specs = first_inputs(specs, sum(p.default is p.empty for p in params))
         for spec_text in specs[:limit]:
             try:
-                inputs = build_inputs(parse_spec(spec_text), instrument_params(source, qualname)[:len(
-                    _split_top_level(spec_text))], module, seed)
+                inputs = build_inputs(parse_spec(spec_text), instrument_params(source, qualname)[:spec_count(spec_text)],
+                                      module, seed)
             except SpecError:
                 continue
             before, result = len(events), None

@@ -169,6 +169,17 @@ def _parse_one(text: str, default_dtype: str | None) -> InputSpec:
     return InputSpec(kind, shape=tuple(dims), params=params, dtype=dtype, name=name)
 
 
+def first_inputs(specs: list[str], n: int) -> list[str]:
+    """Each candidate spec cut to its first `n` inputs, duplicates dropped (the parameters after
+    them keep their defaults)."""
+    return list(dict.fromkeys(", ".join(_split_top_level(t)[:n]) for t in specs))
+
+
+def spec_count(text: str) -> int:
+    """How many inputs a spec gives."""
+    return len(_split_top_level(text))
+
+
 def parse_spec(text: str) -> list[InputSpec]:
     """Parses a spec into one InputSpec per input. Raises SpecError with a readable reason."""
     parts = _split_top_level(text or "")
