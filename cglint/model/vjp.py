@@ -333,11 +333,11 @@ class _Check:
 
     # ---- the check ---------------------------------------------------------------------------
 
-    def _point(self, x_shape) -> tuple | None:
-        """Sample inputs, variables and upstream, and the VJP's projections on random
-        directions, for each input and variable: the slopes of <dy, forward>."""
+    def _point(self, shapes: list[tuple]) -> tuple | None:
+        """Sample inputs (of `shapes`), variables and upstream, and the VJP's projections on
+        random directions, for each input and variable: the slopes of <dy, forward>."""
         np = self.np
-        flat = [self._sample(x_shape) for _ in range(self.input_slots)] + [self._sample(s) for s in self.var_shapes]
+        flat = [self._sample(s) for s in shapes] + [self._sample(s) for s in self.var_shapes]
         frozen: dict = {}
         y = self._forward(flat, frozen, record=True)
         if not np.all(np.isfinite(y)):
@@ -502,8 +502,25 @@ class _Check:
         return wrong[0][-1] if wrong else None
 
     def run(self) -> OutputRead | None:
+        """The claim at every input of one sample shape; where no read makes the gradients right
+        there, at each input of several in the shape that broadcasts against the others (a
+        per-channel `alpha` (C,) against `x` (N, C), whose gradient is reduced over the batch
+        axes only: right at that shape alone). Right as written at any shape: nothing."""
         self.var_shapes = [self._var_shape(v) for v in self.site.variables]
         x_shape = self._x_shape()
+        n = self.input_slots
+        found = self._run_at([x_shape] * n)
+        for i in range(n if n > 1 and x_shape and found is False else 0):
+            try:
+                found = self._run_at([x_shape[1:] if j == i else x_shape for j in range(n)])
+            except (_Skip, *_MATHS_ERRORS):
+                continue  # the forward takes no input of this shape
+            if found is not False:
+                break
+        return found or None
+
+    def _run_at(self, shapes: list[tuple]) -> OutputRead | bool | None:
+        """None: right as written; False: wrong, and no read of the output explains it."""
         candidates = None
         wrong_at = 0
         wrong_slot = None
@@ -512,7 +529,7 @@ class _Check:
             if points == _POINTS:
                 break
             try:
-                point = self._point(x_shape)
+                point = self._point(shapes)
             except _MATHS_ERRORS:
                 raise _Skip from None
             if point is None:
@@ -539,11 +556,10 @@ class _Check:
                     continue
             candidates = kept
             if not candidates:
-                return None
+                return False
         if points < _POINTS:
             raise _Skip
         if wrong_at * 3 < 2 * _POINTS or wrong_slot is None:
             return None
         reads, name = candidates[0]
         return OutputRead(list(reads), self.out.value, name, self.slots[wrong_slot])
-

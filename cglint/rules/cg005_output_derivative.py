@@ -499,8 +499,59 @@ def quantize(x):
 
     return y, grad
 '''),
+        # A per-channel slope (C,) broadcast against a batch (N, C): its gradient, summed over
+        # the batch axis, reads the output where it needs the input (TensorFlow 2.21: off by 1.7
+        # from autodiff at x (4, 3)); judged at the shapes the forward broadcasts.
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def prelu(x, alpha):
+    positive = x > 0.0
+    y = tf.where(positive, x, alpha * x)
+
+    def grad(dy):
+        dx = tf.where(positive, dy, alpha * dy)
+        dalpha = tf.reduce_sum(tf.where(positive, tf.zeros_like(x), y * dy), axis=0)
+        return dx, dalpha
+
+    return y, grad
+''',
+            at="11:69",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def prelu(x, alpha):
+    positive = x > 0.0
+    y = tf.where(positive, x, alpha * x)
+
+    def grad(dy):
+        dx = tf.where(positive, dy, alpha * dy)
+        dalpha = tf.reduce_sum(tf.where(positive, tf.zeros_like(x), x * dy), axis=0)
+        return dx, dalpha
+
+    return y, grad
+'''),
     ]
     VALID = [
+        # The same slope's gradient from the output, right: y / alpha is x where x <= 0.
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def prelu(x, alpha):
+    positive = x > 0.0
+    y = tf.where(positive, x, alpha * x)
+
+    def grad(dy):
+        dx = tf.where(positive, dy, alpha * dy)
+        dalpha = tf.reduce_sum(tf.where(positive, tf.zeros_like(x), y / alpha * dy), axis=0)
+        return dx, dalpha
+
+    return y, grad
+''',
         # The straight-through sign of binarised networks: the gradient passes where |x| <= 1.
         '''
 import tensorflow as tf
