@@ -536,22 +536,6 @@ def prelu(x, alpha):
 '''),
     ]
     VALID = [
-        # The same slope's gradient from the output, right: y / alpha is x where x <= 0.
-        '''
-import tensorflow as tf
-
-@tf.custom_gradient
-def prelu(x, alpha):
-    positive = x > 0.0
-    y = tf.where(positive, x, alpha * x)
-
-    def grad(dy):
-        dx = tf.where(positive, dy, alpha * dy)
-        dalpha = tf.reduce_sum(tf.where(positive, tf.zeros_like(x), y / alpha * dy), axis=0)
-        return dx, dalpha
-
-    return y, grad
-''',
         # The straight-through sign of binarised networks: the gradient passes where |x| <= 1.
         '''
 import tensorflow as tf
@@ -651,6 +635,22 @@ def masked_gate(x, gate, mask):
     def grad(dy):
         dy = tf.where(mask, dy, 0.0)
         return dy * s, dy * x * s * (1 - s), None
+
+    return y, grad
+''',
+        # The same slope's gradient from the output, right: y / alpha is x where x <= 0.
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def prelu(x, alpha):
+    positive = x > 0.0
+    y = tf.where(positive, x, alpha * x)
+
+    def grad(dy):
+        dx = tf.where(positive, dy, alpha * dy)
+        dalpha = tf.reduce_sum(tf.where(positive, tf.zeros_like(x), y / alpha * dy), axis=0)
+        return dx, dalpha
 
     return y, grad
 ''',
