@@ -25,16 +25,16 @@ def nonzero_at_zero_upstream(model: ModuleModel, site: GradientSite) -> list[str
     sample point and in every world where the grad fn evaluates: such a gradient adds something
     to the upstream (`dy + local`) instead of multiplying. Clipping (`clip_by_value(dy, ...)`)
     is nonlinear on purpose but zero at zero: not claimed."""
-    return _every_world(model, site, _at_zero)
+    return every_world(model, site, _at_zero)
 
 
 def not_scaling_with_upstream(model: ModuleModel, site: GradientSite) -> list[str] | None:
     """The inputs and variables whose gradient for a (small) upstream scaled by -2 is not -2
     times the gradient, at every sample point and in every world where the grad fn evaluates."""
-    return _every_world(model, site, _not_scaling)
+    return every_world(model, site, _not_scaling)
 
 
-def _every_world(model: ModuleModel, site: GradientSite, test: Callable[[_Check], set[int]]) -> list[str] | None:
+def every_world(model: ModuleModel, site: GradientSite, test: Callable[[_Check], set[int]]) -> list[str] | None:
     try:
         check = _Check(model, site, reads_output=False)
     except (Unknown, _Skip):

@@ -206,14 +206,15 @@ class _Check:
             raise _Skip
         return y
 
-    def _grads(self, flat: list, dy, swap: dict[int, str]) -> list:
-        """The returned gradients, one per slot (None: no gradient)."""
+    def _grads(self, flat: list, dy, swap: dict[int, str], order: list[int] | None = None) -> list:
+        """The returned gradients, one per slot (None: no gradient); with `order`, `variables`
+        holds the variables in that order, and their gradients come as returned."""
         xs, ws = self._pack(flat)
         variables = [Var(w) for w in ws]
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         env[id(self.dy)] = dy  # (id(None) for Keras's `*args`: read by none)
         if self.vars_param is not None:
-            env[id(self.vars_param)] = variables if self.site.variables else None
+            env[id(self.vars_param)] = [variables[i] for i in order or range(len(variables))] or None
         by_call = {id(v.created_by): var for v, var in zip(self.site.variables, variables)}
         ev = Evaluator(self.model, env, variables=by_call, swap=swap, budget=self.budget)
         try:
