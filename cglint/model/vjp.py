@@ -381,22 +381,38 @@ class _Check:
         return out
 
     def run(self) -> OutputRead | None:
-        """The claim at every input of one sample shape; where no read makes the gradients right
-        there, at each input of several in the shape that broadcasts against the others (a
-        per-channel `alpha` (C,) against `x` (N, C), whose gradient is reduced over the batch
-        axes only: right at that shape alone). Right as written at any shape: nothing."""
+        """The claim at every input of one sample shape; else at each input of several in the
+        shape that broadcasts against the others (a per-channel `alpha` (C,) against `x`
+        (N, C)): a gradient reduced over the batch axes is right at that shape alone, and one
+        kept at the output's shape (`_unbroadcast(d, y)`) wrong there alone. A read found there
+        must also make the gradients right at the first shape."""
         self.var_shapes = [self._var_shape(v) for v in self.site.variables]
         x_shape = self._x_shape()
         n = self.input_slots
-        found = self._run_at([x_shape] * n)
-        for i in range(n if n > 1 and x_shape and found is False else 0):
+        same = [x_shape] * n
+        first = self._run_at(same)
+        if first is not None and first is not False:
+            return first
+        for i in range(n if n > 1 and x_shape else 0):
             try:
                 found = self._run_at([x_shape[1:] if j == i else x_shape for j in range(n)])
+                if isinstance(found, OutputRead) and (first is False or self._right_with(same, found)):
+                    return found
             except (_Skip, *_MATHS_ERRORS):
                 continue  # the forward takes no input of this shape
-            if found is not False:
-                break
-        return found or None
+        return None
+
+    def _right_with(self, shapes: list[tuple], found: OutputRead) -> bool:
+        """The gradients match the VJP at every sample point of `shapes` with the read swapped."""
+        points = 0
+        for _ in range(3 * _POINTS):
+            point = self._point(shapes) if points < _POINTS else None
+            if point is not None:
+                points += 1
+                swapped = self._grads(point[0], point[1], {id(r): found.instead for r in found.reads})
+                if not all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
+                    return False
+        return points == _POINTS
 
     def _run_at(self, shapes: list[tuple]) -> OutputRead | bool | None:
         """None: right as written; False: wrong, and no read of the output explains it."""

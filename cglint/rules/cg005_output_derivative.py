@@ -534,6 +534,47 @@ def prelu(x, alpha):
 
     return y, grad
 '''),
+        # The output's shape where the input's is needed: right while `x` has the output's shape,
+        # wrong where it broadcasts (TensorFlow 2.21: a (4, 3) gradient for `x` of shape (3,)
+        # against `scale` of (4, 3)).
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+def unbroadcast(g, like):
+    _, axes = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(g), s1=tf.shape(like))
+    return tf.reshape(tf.reduce_sum(g, axis=axes), tf.shape(like))
+
+
+@tf.custom_gradient
+def scaled_square(x, scale):
+    y = scale * x * x
+
+    def grad(dy):
+        return unbroadcast(2.0 * dy * scale * x, y), unbroadcast(dy * x * x, scale)
+
+    return y, grad
+''',
+            at="15:50",
+            fixed='''
+import tensorflow as tf
+
+
+def unbroadcast(g, like):
+    _, axes = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(g), s1=tf.shape(like))
+    return tf.reshape(tf.reduce_sum(g, axis=axes), tf.shape(like))
+
+
+@tf.custom_gradient
+def scaled_square(x, scale):
+    y = scale * x * x
+
+    def grad(dy):
+        return unbroadcast(2.0 * dy * scale * x, x), unbroadcast(dy * x * x, scale)
+
+    return y, grad
+'''),
     ]
     VALID = [
         # The straight-through sign of binarised networks: the gradient passes where |x| <= 1.
@@ -651,6 +692,24 @@ def prelu(x, alpha):
         dx = tf.where(positive, dy, alpha * dy)
         dalpha = tf.reduce_sum(tf.where(positive, tf.zeros_like(x), y / alpha * dy), axis=0)
         return dx, dalpha
+
+    return y, grad
+''',
+        '''
+import tensorflow as tf
+
+
+def unbroadcast(g, like):
+    _, axes = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(g), s1=tf.shape(like))
+    return tf.reshape(tf.reduce_sum(g, axis=axes), tf.shape(like))
+
+
+@tf.custom_gradient
+def scaled_square(x, scale):
+    y = scale * x * x
+
+    def grad(dy):
+        return unbroadcast(2.0 * dy * scale * x, x), unbroadcast(dy * x * x, scale)
 
     return y, grad
 ''',
