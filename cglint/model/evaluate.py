@@ -142,7 +142,7 @@ class Evaluator(Interpreter):
             if not all(isinstance(e, cst.DictElement) for e in expr.elements):
                 raise Unknown("dict unpacking")
             return {self._key(self.value(e.key, scope, d)): self.value(e.value, scope, d) for e in expr.elements}
-        if isinstance(expr, cst.ListComp):
+        if isinstance(expr, (cst.ListComp, cst.DictComp)):
             return self._comprehension(expr, scope, d)
         if isinstance(expr, cst.Subscript):
             return self._subscript(expr, scope, d)
@@ -164,7 +164,7 @@ class Evaluator(Interpreter):
             return key
         raise Unknown("dict key")
 
-    def _comprehension(self, expr: cst.ListComp, scope: Scope, depth: int) -> list:
+    def _comprehension(self, expr: cst.ListComp | cst.DictComp, scope: Scope, depth: int) -> list | dict:
         loop = expr.for_in
         if loop.inner_for_in is not None or loop.asynchronous:
             raise Unknown("comprehension")
@@ -182,14 +182,15 @@ class Evaluator(Interpreter):
                 self.step()
                 self.assign(loop.target, item)
                 if all(self.truth(self.value(c.test, scope, depth)) for c in loop.ifs):
-                    out.append(self.value(expr.elt, scope, depth))
+                    out.append((self._key(self.value(expr.key, scope, depth)), self.value(expr.value, scope, depth))
+                               if isinstance(expr, cst.DictComp) else self.value(expr.elt, scope, depth))
         finally:
             for name, value in saved.items():
                 if value is missing:
                     self.locals.pop(name, None)
                 else:
                     self.locals[name] = value
-        return out
+        return dict(out) if isinstance(expr, cst.DictComp) else out
 
     def _subscript(self, expr: cst.Subscript, scope: Scope, depth: int) -> Any:
         container = unwrap(self.value(expr.value, scope, depth))
