@@ -776,3 +776,35 @@ def affine(x):
 ])
 def test_variable_gradients_keyed_by_position_whatever_the_spelling(keyed, listed, at):
     assert cg006(KEYED.format(keyed=keyed, listed=listed)) == at
+
+
+PRELU_CALLED = """
+import tensorflow as tf
+
+@tf.custom_gradient
+def prelu(x, alpha):
+    y = tf.where(x > 0.0, x, alpha * x)
+
+    def grad(dy):
+        return tf.where(x > 0.0, dy, alpha * dy), tf.reduce_sum(tf.where(x > 0.0, 0.0, x * dy))
+
+    return y, grad
+
+def layer(x, slope={default}):
+    slope = tf.convert_to_tensor(slope)
+    return prelu(x, {arg})
+"""
+
+
+@pytest.mark.parametrize("default,arg,at", [
+    # A scalar slope reaches the call: summed over every axis is its gradient (TensorFlow 2.21:
+    # equal to autodiff for a scalar alpha).
+    ("0.25", "slope", []),
+    ("0.25", "-0.1", []),
+    # Per-channel, or unknown: the scalar gradient of a (3,) alpha (TensorFlow 2.21 handed back
+    # shape ()).
+    ("None", "tf.fill([3], 0.25)", [(9, 51)]),
+    ("None", "slope", [(9, 51)]),
+])
+def test_a_scalar_gradient_is_right_for_an_input_called_with_a_scalar(default, arg, at):
+    assert cg018(PRELU_CALLED.format(default=default, arg=arg)) == at
