@@ -179,7 +179,7 @@ def table(rows: list[dict]) -> tuple[str, list[str]]:
                     for e in flagged(row[kind])))
         by_class[label["class"]].update({"bugs": 1, **{k: int(v) for k, v in row["caught"].items()}})
         for kind, hit in row["caught"].items():
-            if hit != (label.get(kind) == "caught"):
+            if kind in label and hit != (label[kind] == "caught"):  # absent: not measured yet
                 changes.append(f"{label['path']}: {kind} now {'caught' if hit else 'missed'} (label says {label.get(kind)})")
     buggy = [r for r in rows if r["label"]["status"] == "buggy"]
     n = len(buggy)
