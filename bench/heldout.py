@@ -657,7 +657,9 @@ def main() -> int:
     ap.add_argument("--corpus", default="fixtures/heldout", help="corpus directory (default: fixtures/heldout)")
     args = ap.parse_args()
     use_corpus(args.corpus)
-    if not CORPUS.is_relative_to(ROOT) or not (CORPUS / "LABELS.toml").is_file():
+    if not CORPUS.is_relative_to(ROOT):
+        ap.error(f"{args.corpus}: not inside the repository (cglint's reports name files relative to it)")
+    if not (CORPUS / "LABELS.toml").is_file():
         ap.error(f"{args.corpus}: no LABELS.toml")
     if args.verify:
         return verify()

@@ -127,7 +127,7 @@ def check_pointer_attention(m):
     layer.build(q.shape)
     with tf.GradientTape() as tape:
         tape.watch([q, mem])
-        context, weights = layer(q, mem)
+        context, _weights = layer(q, mem)
     return _raises(lambda: tape.gradient(context, [q, mem]), TypeError)
 
 
@@ -143,22 +143,32 @@ def check_ste_factory(m):
     return _different_grads(m.binarize, lambda x: tf.clip_by_value(x, -1.0, 1.0), [x]) + " (|x| > 1 not zeroed)"
 
 
-def check_straight_floor_graph(m):
+def _graph_dx(m, quantize):
+    """d loss/dx of the module's graph (m.build_graph) and of the same graph with `quantize` in
+    place of the module's quantiser, the weights shared: the override against its reference."""
     graph, x, _, dx = m.build_graph()
     feed = _rand(4, 6).numpy()
     ref_graph = tf.Graph()
-    with ref_graph.as_default():  # straight-through floor: the upstream passes unchanged
+    with ref_graph.as_default():
         rx = tf.compat.v1.placeholder(tf.float32, [4, 6])
         rw = tf.compat.v1.get_variable("w", [6, 3], initializer=tf.compat.v1.glorot_uniform_initializer())
-        q = rx + tf.stop_gradient(tf.floor(rx * 16.0) / 16.0 - rx)
-        rdx = tf.gradients(tf.reduce_sum(tf.square(tf.matmul(q, rw))), rx)[0]
+        rdx = tf.gradients(tf.reduce_sum(tf.square(tf.matmul(quantize(rx), rw))), rx)[0]
     with tf.compat.v1.Session(graph=graph) as s:
         s.run(tf.compat.v1.global_variables_initializer())
         w = s.run(graph.get_collection("variables")[0])
         got = s.run(dx, {x: feed})
     with tf.compat.v1.Session(graph=ref_graph) as s:
         s.run(rw.assign(w))
-        want = s.run(rdx, {rx: feed})
+        return got, s.run(rdx, {rx: feed})
+
+
+def _straight_through(fn, x):
+    """fn(x) forward, the identity's gradient backward."""
+    return x + tf.stop_gradient(fn(x) - x)
+
+
+def check_straight_floor_graph(m):
+    got, want = _graph_dx(m, lambda x: _straight_through(lambda x: tf.floor(x * 16.0) / 16.0, x))
     assert not np.allclose(got, want)
     return f"dx {got[0, :2]} vs straight-through {want[0, :2]} (the upstream is dropped)"
 
@@ -238,22 +248,7 @@ def check_reversal_schedule(m):
 
 
 def check_round_override_graph(m):
-    graph, x, _, dx = m.build_graph()
-    feed = _rand(4, 6).numpy()
-    ref_graph = tf.Graph()
-    with ref_graph.as_default():
-        rx = tf.compat.v1.placeholder(tf.float32, [4, 6])
-        rw = tf.compat.v1.get_variable("w", [6, 3], initializer=tf.compat.v1.glorot_uniform_initializer())
-        s = tf.clip_by_value(tf.sigmoid(rx), 0.0, 1.0) * 15.0
-        q = (s + tf.stop_gradient(tf.round(s) - s)) / 15.0
-        rdx = tf.gradients(tf.reduce_sum(tf.square(tf.matmul(q, rw))), rx)[0]
-    with tf.compat.v1.Session(graph=graph) as sess:
-        sess.run(tf.compat.v1.global_variables_initializer())
-        w = sess.run(graph.get_collection("variables")[0])
-        got = sess.run(dx, {x: feed})
-    with tf.compat.v1.Session(graph=ref_graph) as sess:
-        sess.run(rw.assign(w))
-        want = sess.run(rdx, {rx: feed})
+    got, want = _graph_dx(m, lambda x: _straight_through(tf.round, tf.clip_by_value(tf.sigmoid(x), 0.0, 1.0) * 15.0) / 15.0)
     assert np.allclose(got, want, rtol=1e-4, atol=1e-5) and np.abs(got).max() > 0
     return f"dx equals the straight-through reference (max gap {np.abs(got - want).max():.1e})"
 
