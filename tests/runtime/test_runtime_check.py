@@ -268,6 +268,25 @@ def test_straight_through_clipping_reversal_are_intentional():
     assert r.verdict == "mismatch" and "a sign error?" in r.detail, r.detail
 
 
+def test_reversal_scaled_by_an_input_is_intentional_only_on_an_identity_forward():
+    """A reversal whose strength is an input (a schedule): the factor varies per element but not
+    with the upstream. On a forward that computes something, the same factor is a bug."""
+
+    @tf.custom_gradient
+    def flip_gradient(x, strength):
+        return tf.identity(x), lambda dy: (-strength * dy, None)
+
+    @tf.custom_gradient
+    def sine(x, strength):
+        return tf.sin(x), lambda dy: (-strength * dy * tf.cos(x), None)
+
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]])
+    s = tf.constant([[1.3, 0.2, 0.7], [2.0, 0.5, 1.1]])
+    r = check_gradient(flip_gradient, x, s)
+    assert r.verdict == "intentional" and "reversed and scaled per element" in r.detail, r.detail
+    assert check_gradient(sine, x, s).verdict == "mismatch"
+
+
 def test_declared_intentional_turns_mismatch_into_intentional():
     r = check_gradient(dense_tan("cos(y)"), x_for(), intentional=True)
     assert r.verdict == "intentional"
