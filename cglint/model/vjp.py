@@ -86,8 +86,8 @@ class _Check:
         self.model, self.site = model, site
         out = site.outputs[0] if len(site.outputs) == 1 else None
         # The output is read by name; where nothing reads it, it may be any expression.
-        if (not isinstance(out, cst.Name if reads_output else cst.BaseExpression) or len(site.grad_fns) != 1 or site.has_varargs or not site.inputs
-                or any(not v.exact for v in site.variables)):
+        if (not isinstance(out, cst.Name if reads_output else cst.BaseExpression) or len(site.grad_fns) != 1
+                or site.has_varargs or not site.inputs or any(not v.exact for v in site.variables)):
             raise _Skip
         self.grad = site.grad_fns[0]
         if self.grad.at is not None:

@@ -255,7 +255,6 @@ def _scaled_square_grad(dy, x, scale):
 def scaled_square(x):
     return 3.0 * x * x, functools.partial(_scaled_square_grad, x=x, scale=3.0)
 ''',
-    
         # signSGD: the upstream's sign on purpose, declared so.
         '''
 import tensorflow as tf
