@@ -76,7 +76,10 @@ def test_reachability():
     # Made inside a function: the child calls `make` and checks `inner` where that reaches it.
     assert every["inner"].skip is None
     assert every["inner"].request["reach"] == {"function": "make", "site": "inner", "qualname": "make.<locals>.inner"}
-    assert every["Layer.call"].skip is None  # the child reports that it needs an instance
+    # A method that is itself the custom gradient needs an instance: the child builds the class.
+    assert every["Layer.call"].skip is None
+    assert every["Layer.call"].request["reach"] == {"class": "Layer", "method": "call", "qualname": "Layer.call",
+                                                    "direct": True}
     assert every["mul"].skip is None
 
 

@@ -313,9 +313,7 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
     tracer.local.busy = False  # paused again below: the child's other checks are not traced
     try:
         failures = []
-        for instance in instances:
-            # A layer is called through __call__, which builds it from the input's shape.
-            method = instance if reach["method"] in ("call", "__call__") else getattr(instance, reach["method"])
+        for instance, method in _callers(instances, reach):
             for spec_text in candidate_specs(source, qualname, _with_size(request.get("shapes"), cls)):
                 try:
                     inputs = build_inputs(parse_spec(spec_text), instrument_params(source, qualname), module, seed)
@@ -332,6 +330,19 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
         tracer.sinks.remove(events.append)
         tracer.local.busy = True
     return _not_reached(qualname, failures, seed)
+
+
+def _callers(instances: list, reach: dict):
+    """What to call on each instance: a layer through `__call__`, which builds it from the input's
+    shape. A method that is itself the custom gradient (`reach["direct"]`) is tried after the
+    instance's own call, which builds a Keras layer's weights first and may reach it."""
+    for instance in instances:
+        if reach["method"] in ("call", "__call__"):
+            yield instance, instance
+            continue
+        if reach.get("direct") and callable(instance):
+            yield instance, instance
+        yield instance, getattr(instance, reach["method"])
 
 
 def _reached(events: list[dict], qualname: str, spec_text: str, seed: int) -> dict | None:

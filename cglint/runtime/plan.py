@@ -88,6 +88,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
         if skip is not None and (owner := _owning_method(model, site) or _owning_function(model, site)) is not None:
             request["reach"] = owner  # the child builds the class or calls the function that makes it
             skip = None
+        elif skip is None and "inputs" not in request and (owner := _decorated_method(model, site)) is not None:
+            request["reach"] = owner  # a method needs an instance: the child builds the class
         planned.append(Planned(site, start, request, mine, skip, end))
     return planned
 
@@ -195,6 +197,24 @@ def _owning_method(model: ModuleModel, site: GradientSite) -> dict | None:
         names = [scope.node.name.value, "<locals>"] + names
         scope = owner
     return None
+
+
+def _decorated_method(model: ModuleModel, site: GradientSite) -> dict | None:
+    """A method of a module-level class that is itself the custom gradient (`@tf.custom_gradient
+    def _affine(self, x)`): it needs an instance, so the child builds the class, calls the
+    instance (a Keras layer builds its weights on its first call, and its `call` may reach the
+    method) and then the method, as `_owning_method`'s sites are reached."""
+    if not isinstance(site.forward, cst.FunctionDef):
+        return None
+    outer = model.scope_of[site.forward].parent
+    if outer is None or not isinstance(outer.node, cst.ClassDef) or outer.parent is not model.root:
+        return None
+    if any(isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
+           for d in site.forward.decorators):
+        return None  # reachable by import
+    cls = outer.node.name.value
+    return {"class": cls, "method": site.forward.name.value, "qualname": f"{cls}.{site.forward.name.value}",
+            "direct": True}
 
 
 def _owning_function(model: ModuleModel, site: GradientSite) -> dict | None:
