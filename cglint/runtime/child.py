@@ -241,7 +241,8 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
                             atol=request.get("atol"), probes=request.get("probes", 3),
                             intentional=bool(request.get("intentional", False)),
                             order=int(request.get("order", 1)),
-                            complex_probe=bool(request.get("complex", False)))
+                            complex_probe=bool(request.get("complex", False)),
+                            half_probe=request.get("half"))
     return {**report.to_dict(), "inputs": spec_text}
 
 

@@ -25,6 +25,8 @@ _EXAMPLE = re.compile(r"#\s*cglint:\s*example\s+(?P<spec>.+?)\s*$")
 _INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
 # A module that works with complex numbers: its custom gradients get complex probes too.
 _COMPLEX = re.compile(r"\bcomplex(64|128)\b|tf\.complex\(|\bconj\(|\b\d+(\.\d*)?j\b")
+# Mixed precision: the runtime also tries half-precision inputs (a grad fn that fixes float32).
+_HALF = re.compile(r"\bmixed_b?float16\b|\bb?float16\b")
 # Calls whose first argument is a shape or a literal value: their result's shape is known.
 _SHAPED = {"tensorflow.zeros", "tensorflow.ones", "tensorflow.random.normal", "tensorflow.random.uniform",
            "tensorflow.fill", "tensorflow.random.truncated_normal"}
@@ -81,6 +83,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             request["order"] = 2  # the documented higher-order pattern: check what it is for
         if _COMPLEX.search(result.source):
             request["complex"] = True
+        if half := _HALF.search(result.source):
+            request["half"] = "bfloat16" if "bfloat16" in half.group(0) else "float16"
         if any(_INTENTIONAL.search(c) for c in comments):
             request["intentional"] = True
         name, skip = _import_name(model, site)
