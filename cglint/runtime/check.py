@@ -619,7 +619,9 @@ class _Checker:
                     # small-upstream probe is eager, so it cannot speak for this mode).
                     graph = V.decide(gm, _FiniteDifferencesOnly(self), self.opts)
             except Exception as e:
-                if eager.verdict in ("match", "intentional"):
+                # Failing under tf.function is what training (fit, a compiled step) hits first,
+                # whatever eager mode says (a mismatch included: NumPy in a grad fn runs eagerly).
+                if eager.verdict in ("match", "intentional", "mismatch"):
                     modes["tf.function"] = "error"
                     return self._report("error", f"{self._graph_failure(e)} (eager: "
                                         f"{eager.detail})", eager.args, modes=modes)
