@@ -415,6 +415,12 @@ def check_by_calling(module, source: str, request: dict, seed: int) -> dict:
                        f"{_TRACE_HINT}", seed)
 
     try:
+        for name in reach.get("applied", []):
+            # The module's own applications of a decorator factory: its arguments, not made-up ones.
+            if callable(applied := getattr(module, name, None)):
+                for spec_text, before, _ in attempts(applied, name, 8):
+                    if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
+                        return got
         for spec_text, before, made in attempts(outer, reach["function"], 8):
             if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
                 return judged(got)
