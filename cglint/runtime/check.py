@@ -180,6 +180,7 @@ class _Checker:
             raise _Structural("the forward must return (y, grad_fn); it returned "
                               f"{type(out).__name__}")
         self.tape, (self.y, self.grad_fn) = tape, out
+        self.grad_fn_called = self.one_shot = False
         self.flat_y = tf.nest.flatten(self.y)
         if self.user_variables is not None:
             self.variables = list(self.user_variables)
@@ -248,12 +249,29 @@ class _Checker:
                              "instead.")
         return [flat[i] for i in self.diff_idx] + var_grads, [flat[i] for i in self.int_idx]
 
+    def _grad_fn_once(self, u, variables):
+        """`_call_grad_fn` on the forward's grad fn. TensorFlow calls a grad fn once per forward
+        call, and some can be called only once (they consume a non-persistent tape the forward
+        made, as RevNet's reversible blocks do): when a later call raises where the first did
+        not, every call from then on gets a grad fn of its own forward run."""
+        if self.one_shot:
+            return self._call_grad_fn(self.forward(*self.args)[1], u, variables)
+        try:
+            out = self._call_grad_fn(self.grad_fn, u, variables)
+        except Exception:
+            if not self.grad_fn_called:
+                raise
+            self.one_shot = True
+            return self._grad_fn_once(u, variables)
+        self.grad_fn_called = True
+        return out
+
     def _custom(self, u, order=None):
         """The user's grad fn on upstream `u`, as NumPy, aligned with [differentiable inputs] +
         [variables in `order`]."""
         variables = self.variables if order is None else [self.variables[i] for i in order]
         try:
-            grads, int_grads = self._call_grad_fn(self.grad_fn, u, variables)
+            grads, int_grads = self._grad_fn_once(u, variables)
         except Exception as e:
             raise _Structural(_first_line(e)) from e
         self.int_grads = [_to_numpy(g) for g in int_grads]
@@ -438,11 +456,12 @@ class _Checker:
                 customs.append(dense(tape.gradient(
                     tf.nest.flatten(y), diff + variables, output_gradients=u,
                     unconnected_gradients=tf.UnconnectedGradients.NONE)))
-            if perms:
-                _, grad_fn = self.forward(*self.args)
-                for perm in perms:
-                    grads, _ = self._call_grad_fn(grad_fn, us[0], [variables[i] for i in perm])
-                    orders.append(dense(grads))
+            grad_fn = None
+            for perm in perms:
+                if grad_fn is None or self.one_shot:  # a grad fn callable once: a forward per call
+                    _, grad_fn = self.forward(*self.args)
+                grads, _ = self._call_grad_fn(grad_fn, us[0], [variables[i] for i in perm])
+                orders.append(dense(grads))
             return customs, autos, orders
 
         customs, _, orders = tf.function(step)()

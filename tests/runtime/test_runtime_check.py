@@ -527,3 +527,34 @@ def test_a_quantiser_with_every_input_on_a_rounding_edge_is_still_a_straight_thr
     assert r.verdict == "intentional" and "piecewise constant" in r.detail, r.detail
     smooth = check_gradient(lambda x: (tf.sin(x), lambda dy: dy), tf.random.stateless_normal([4, 6], seed=[1, 2]))
     assert smooth.verdict == "mismatch", smooth.detail
+
+
+def _reversible_block(wrong: bool):
+    """RevNet's reversible block as tf-models writes it (`ReversibleLayer.call`): the grad fn
+    takes its gradients from a non-persistent tape the forward made, so it can be called once
+    per forward call, which is how TensorFlow calls it."""
+    w = tf.Variable([[0.5, -0.2], [0.1, 0.3]], name="w")
+    v = tf.Variable([[0.2, 0.4], [-0.3, 0.1]], name="v")
+
+    @tf.custom_gradient
+    def reversible(x):
+        with tf.GradientTape() as fwdtape:
+            fwdtape.watch(x)
+            y = tf.tanh(x @ w) @ v
+
+        def grad_fn(dy, variables=None):
+            grads = fwdtape.gradient(y, [y if wrong else x] + variables, output_gradients=dy)
+            return grads[0], grads[1:]
+
+        return y, grad_fn
+
+    return reversible
+
+
+def test_a_grad_fn_callable_once_per_forward_call_is_checked_on_a_forward_run_per_call():
+    x = tf.random.stateless_normal([3, 2], seed=[4, 2])
+    r = check_gradient(_reversible_block(wrong=False), x)
+    assert r.verdict == "match", r.detail  # was `error`: "A non-persistent GradientTape can only be used ..."
+    # The grad fn is still judged: the derivative taken at the output is found.
+    wrong = check_gradient(_reversible_block(wrong=True), x)
+    assert wrong.verdict == "mismatch", wrong.detail
