@@ -24,3 +24,20 @@ def test_command_1_prints_what_the_readme_says():
                          cwd=ROOT, env={**os.environ, "NO_COLOR": "1"})
     assert run.returncode == 1
     assert run.stdout.rstrip("\n").endswith(quoted), run.stdout[-400:]
+
+
+def test_the_layout_names_every_module_and_fixture_directory():
+    """A newcomer reads the README's layout to find where a file flows: nothing in `cglint/` or
+    `fixtures/` may be missing from it."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    layout = re.search(r"## Layout\n\n```\n(.*?)```", readme, re.S).group(1)
+    named = set(re.findall(r"[\w./]+", layout))
+    pkg = ROOT / "cglint"
+    wanted = {p.name for p in pkg.glob("*.py") if p.name not in {"__init__.py", "__main__.py"}}
+    wanted |= {f"{p.name}/" for p in pkg.iterdir() if (p / "__init__.py").is_file()}
+    wanted |= {p.name for p in (pkg / "model").glob("*.py") if p.name != "__init__.py"}
+    wanted |= {f"{p.name}/" for p in (ROOT / "fixtures").iterdir() if p.is_dir()}
+    missing = sorted(w for w in wanted if w not in named and w.rstrip("/") + "/" not in named)
+    assert not missing, f"README's layout does not name: {missing}"
