@@ -558,3 +558,32 @@ def test_a_grad_fn_callable_once_per_forward_call_is_checked_on_a_forward_run_pe
     # The grad fn is still judged: the derivative taken at the output is found.
     wrong = check_gradient(_reversible_block(wrong=True), x)
     assert wrong.verdict == "mismatch", wrong.detail
+
+
+def _through_py_function(derivative):
+    """A forward computed in NumPy behind `tf.py_function` (as elasticdeform wraps its C
+    extension), with its gradient computed in NumPy too."""
+    import numpy as np
+
+    @tf.custom_gradient
+    def op(x):
+        y = tf.py_function(lambda a: np.sin(a.numpy()), [x], [x.dtype])
+
+        def grad(*dys):
+            return tf.py_function(lambda d, a: d.numpy() * derivative(a.numpy()), [dys[0], x], [x.dtype])
+
+        return y, grad
+
+    return op
+
+
+def test_a_forward_autodiff_cannot_go_through_is_checked_against_finite_differences():
+    import numpy as np
+
+    x = tf.constant([0.1, 0.5, 1.0, -0.7])
+    right = check_gradient(_through_py_function(np.cos), x)
+    # was `skipped`: "the check itself failed: ... KeyError: b'pyfunc_0'"
+    assert (right.verdict, right.reference) == ("match", "finite-differences"), right.detail
+    wrong = check_gradient(_through_py_function(np.sin), x)
+    assert wrong.verdict == "mismatch" and "vs finite differences (autodiff has no gradient here)" in wrong.detail, \
+        wrong.detail
