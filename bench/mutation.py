@@ -353,6 +353,12 @@ def _failing(verdict: str | None) -> bool:
     return (verdict or "").split(":")[0] in FAILING
 
 
+def _new_failure(mutant: str, original: str | None) -> bool:
+    """The mutant's verdict fails where the original's did not, or fails another way (an `error`
+    where the original was a `mismatch`, or the reverse): a report the original does not give."""
+    return _failing(mutant) and (not _failing(original) or mutant.split(":")[0] != original.split(":")[0])
+
+
 class Tracer:
     """Each mutant of an ecosystem module traced under the project's own tests, against the same
     tests on the unmutated project (run once per module and test selection)."""
@@ -385,7 +391,7 @@ class Tracer:
         project_tree(project, copy, rel, mutated)
         verdicts = _in_module(trace_run(copy, files, tests, python, self.timeout), rel)
         reached = any(k.split(":")[0].rsplit(".", 1)[-1] == site.name for k in {**original, **verdicts})
-        found = any(_failing(v) and not _failing(original.get(k)) for k, v in verdicts.items())
+        found = any(_new_failure(v, original.get(k)) for k, v in verdicts.items())
         out.update(original=original, mutant=verdicts, reached=reached, found=found)
         if not found:
             out["reason"] = (f"the tests ({', '.join(files)}) never reach {site.name}" if not reached else
