@@ -2,7 +2,7 @@
 """Mutation benchmark: inject the bugs real reports show into correct custom-gradient code and
 count how many cglint finds (a script, not a test).
 
-    python bench/mutation.py [--ecosystem] [--runtime [--python PY]] [--kinds K ...] [--limit N] [--json OUT]
+    python bench/mutation.py [--ecosystem] [--runtime] [--trace] [--python PY] [--kinds K ...] [--limit N] [--json OUT]
 
 Corpus: the fixtures' correct custom-gradient modules (every `*_good.py`, the seed's
 `correct.py`, the realistic corpus `fixtures/realistic/`, and the runtime fixtures cglint
@@ -35,6 +35,16 @@ in another environment (one with the ecosystem's projects installed, e.g. the tr
 of bench/trace_suites.py), with this checkout's cglint first on its path. The table gives, per
 kind, the mutants, those TensorFlow showed harmless, those counted, those found and the recall;
 and the findings on the unmutated code (which should be none).
+
+With `--trace`, each mutant of an ecosystem module is also checked where the project's own tests
+call it: the project's files (with what its source checkout adds, tests and a C extension built
+in place: `bench/trace_suites.py --setup --checkout ...`) are copied with the mutant in place,
+at most 3 of its test files that import the module or call the function the site is written in
+are chosen (and, in them, the tests that name that function), and `cglint trace -- python -m
+pytest FILES` runs them with that copy first on the path (`--python`, or the project's own venv),
+on the mutant and once on the unmutated copy. A mutant is found with trace when trace reports a
+`mismatch` or `error` in the module that the unmutated copy does not (or fails another way there);
+one whose tests never reach the site is a miss with that reason. Reports are read from files.
 """
 
 from __future__ import annotations
@@ -324,15 +334,31 @@ def project_tests(tree: Path, rel: str, name: str | None, limit: int = 3) -> tup
     return [p.relative_to(tree).as_posix() for p in files], sorted(set(tests))
 
 
+# A pytest plugin for absl-based test files (TFP's, tf-models'): their flags parsed with their
+# defaults, as `absltest.main()` would, so tests that read one (TFP's seeds) run under pytest.
+ABSL_PLUGIN = """
+def pytest_configure(config):
+    try:
+        from absl import flags
+    except ImportError:
+        return
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+"""
+
+
 def trace_run(tree: Path, files: list[str], tests: list[str], python: str, timeout: int) -> list[dict] | None:
     """`cglint trace -- python -m pytest FILES` in `tree` (first on the path): the report's verdicts,
     read from its file; None when no report was written. Pytest's options go by environment:
     absl-based tests parse the command line as their flags."""
     report = tree.parent / f"{tree.name}.trace.json"
     report.unlink(missing_ok=True)
-    opts = ["-q", "-p", "no:cacheprovider"] + (["-k", " or ".join(tests)] if tests else [])
+    plugins = tree.parent / "plugins"
+    plugins.mkdir(exist_ok=True)
+    (plugins / "absl_flags_parsed.py").write_text(ABSL_PLUGIN)
+    opts = ["-q", "-p", "no:cacheprovider", "-p", "absl_flags_parsed"] + (["-k", " or ".join(tests)] if tests else [])
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTEST_ADDOPTS": shlex.join(opts),
-           "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT)])}
+           "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT), str(plugins)])}
     subprocess.run([python, "-m", "cglint", "trace", "--isolated", "--output-format", "json", "--output-file",
                     str(report), "--", "timeout", str(timeout), python, "-m", "pytest", *files],
                    cwd=tree, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -58,15 +58,18 @@ CHECKOUTS_DIR = CACHE / "checkouts"
 CHECKOUTS = {
     "tensorflow-probability-0.25.0": ("tensorflow/probability", "v0.25.0", ["tensorflow_probability"]),
     "elasticdeform-0.5.1": ("gvtulder/elasticdeform", "v0.5.1", []),
-    "zfit-0.28.0": ("zfit/zfit", "0.28.0", ["tests"]),
+    "zfit-0.28.0": ("zfit/zfit", "0.28.0", ["tests", "docs/images/README.rst"]),  # its conftest writes to docs/images
 }
-# What tf-models' vision layers and their tests import (its own pins want TensorFlow 2.20).
-TF_MODELS_PACKAGES = ["gin-config", "tensorflow-datasets", "tensorflow-hub", "tensorflow-model-optimization", "tf_slim",
+# What tf-models' vision layers and their tests import (its own pins want TensorFlow 2.20), and
+# TFP's tests (mpmath).
+TEST_PACKAGES = ["mpmath", "gin-config", "tensorflow-datasets", "tensorflow-hub", "tensorflow-model-optimization", "tf_slim",
                       "pyyaml", "immutabledict", "opencv-python-headless", "pycocotools", "pandas", "psutil",
                       "py-cpuinfo", "Pillow", "matplotlib", "sentencepiece"]
 # zfit 0.28 upgrades NumPy past what this venv's projects take: a venv of its own, used for it.
-PROJECT_VENVS = {"zfit-0.28.0": (CACHE / "venv-zfit", ["tensorflow==2.21.*", "tensorflow-probability==0.25.0",
-                                                        "tf-keras==2.21.*", "zfit==0.28.0", "pytest"])}
+PROJECT_VENVS = {"zfit-0.28.0": (CACHE / "venv-zfit", [
+    "tensorflow==2.21.*", "tensorflow-probability==0.25.0", "tf-keras==2.21.*", "zfit==0.28.0", "pytest",
+    # what its tests' conftest imports (pytest-cases, also in its test extra, breaks pytest 9)
+    "matplotlib", "mplhep", "pyyaml", "pytest-rerunfailures", "pytest-helpers-namespace", "pytest-timeout"])}
 
 # Test files not in the wheels: (repository, path in it, where they go under CACHE or site-packages)
 TFP_TESTS = [
@@ -185,12 +188,12 @@ def checkout(project: str, gitdir: str) -> Path:
 def setup(tfp_checkout: str | None, checkouts: list[str] = ()) -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     _venv(VENV, PACKAGES)
-    # tf-models' imports, with the versions PACKAGES installed kept (its own pins want older ones)
+    # the projects' tests' imports, with the versions PACKAGES installed kept (tf-models pins older ones)
     frozen = subprocess.run([str(PY), "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout
     pins = CACHE / "pins.txt"
     pins.write_text("".join(f"{line}\n" for line in frozen.splitlines() if line.split("==")[0].lower().replace("_", "-")
                             in ("numpy", "tensorflow", "keras", "protobuf", "tf-keras", "ml-dtypes", "h5py")))
-    subprocess.run([str(PY), "-m", "pip", "install", "-q", "-c", str(pins), *TF_MODELS_PACKAGES], check=True)
+    subprocess.run([str(PY), "-m", "pip", "install", "-q", "-c", str(pins), *TEST_PACKAGES], check=True)
     for venv, packages in PROJECT_VENVS.values():
         _venv(venv, packages)
     by_repo = {repo: project for project, (repo, *_) in CHECKOUTS.items()}
