@@ -6,9 +6,12 @@
     python bench/heldout.py --static    the static half only (seconds, no TensorFlow)
     python bench/heldout.py PREFIX ...  only the modules whose path starts so (no results file)
     python bench/heldout.py --drive PATH  one training step of a module (what `cglint trace` runs)
+    python bench/heldout.py --corpus fixtures/heldout2 ...  the same on another corpus (its own
+                                        LABELS.toml, checks in bench/<name>_checks.py, results in
+                                        bench/RESULTS-<name>.md)
 
-Corpus: `fixtures/heldout/` (modules and small packages), labels in
-`fixtures/heldout/LABELS.toml`. A bug is *caught statically* when a finding with one of its
+Corpus: `fixtures/heldout/` (modules and small packages; `--corpus` names another), labels in
+its `LABELS.toml`. A bug is *caught statically* when a finding with one of its
 label's codes lands on one of its label's lines; *caught* by `--runtime=all` or by `cglint trace`
 (of one training step of the module: `--drive`, the label's `drive`) when a `mismatch`/`error`
 verdict on the labelled function shows the bug's own symptom (SYMPTOM). A *false finding* is any
@@ -32,8 +35,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "fixtures" / "heldout"
-LABELS = CORPUS / "LABELS.toml"
+CORPUS = ROOT / "fixtures" / "heldout"  # --corpus sets it (use_corpus)
 CGLINT = [sys.executable, "-m", "cglint"]
 TIMEOUT = 600
 
@@ -57,11 +59,28 @@ SYMPTOM = {
     "keras-variable-identity": r"Keras|\.value|never match|off by 100%|KeyError",  # zero or no gradient
     "gradient-dtype": r"dtype|float16|float32|half",
     "gradient-shape": r"shape",
+    # classes of the second corpus (fixtures/heldout2)
+    "wrong-derivative": r"off by|vs autodiff|vs finite",
+    "sign": r"off by|vs autodiff|vs finite|sign",
+    "conjugate": r"off by|vs autodiff|vs finite|conj",
+    "numerical-stability": r"NaN|nan|inf|finite|off by",
+    "upstream-count": r"positional|upstream|outputs",
+    "tf-function-under": r"tf\.function|Tensors or ExtensionTypes",
 }
 
 
-def labels() -> list[dict]:
-    return tomllib.loads(LABELS.read_text())["module"]
+def use_corpus(path: str) -> None:
+    global CORPUS
+    CORPUS = (ROOT / path).resolve()
+
+
+def rel(corpus: Path | None = None) -> str:
+    """The corpus (default: the one in use) as cglint names its files: relative to the repository."""
+    return (corpus or CORPUS).relative_to(ROOT).as_posix()
+
+
+def labels(corpus: Path | None = None) -> list[dict]:
+    return tomllib.loads(((corpus or CORPUS) / "LABELS.toml").read_text())["module"]
 
 
 def run_json(args: list[str], out: Path, command: tuple[str, ...] = ()) -> dict:
@@ -76,10 +95,10 @@ def run_json(args: list[str], out: Path, command: tuple[str, ...] = ()) -> dict:
     return json.loads(out.read_text())
 
 
-def static_findings(label: dict, report: dict) -> list[tuple[str, int, str]]:
+def static_findings(label: dict, report: dict, corpus: Path | None = None) -> list[tuple[str, int, str]]:
     """(file relative to the corpus, line, code) of the findings in this label's module."""
-    prefix = f"fixtures/heldout/{label['path']}"
-    return sorted((d["path"].removeprefix("fixtures/heldout/"), d["line"], d["code"])
+    prefix = f"{rel(corpus)}/{label['path']}"
+    return sorted((d["path"].removeprefix(f"{rel(corpus)}/"), d["line"], d["code"])
                   for d in report["diagnostics"] if d["path"] == prefix or d["path"].startswith(prefix + "/"))
 
 
@@ -88,7 +107,7 @@ def caught_statically(label: dict, found: list[tuple[str, int, str]]) -> bool:
 
 
 def runtime_verdicts(label: dict, report: dict) -> list[dict]:
-    prefix = f"fixtures/heldout/{label['path']}"
+    prefix = f"{rel()}/{label['path']}"
     return [e for e in report.get("runtime", []) if e["path"] == prefix or e["path"].startswith(prefix + "/")]
 
 
@@ -106,17 +125,17 @@ def lint(with_runtime: bool, only: list[str]) -> list[dict]:
     """Per label: its static findings and (optionally) runtime verdicts, and what they catch."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        static = run_json(["--no-cache", "fixtures/heldout"], Path(tmp) / "static.json")
+        static = run_json(["--no-cache", rel()], Path(tmp) / "static.json")
         for label in labels():
             if only and not any(label["path"].startswith(p) for p in only):
                 continue
             found = static_findings(label, static)
             row = {"label": label, "static": found, "runtime": None, "trace": None}
             if with_runtime:
-                rt = run_json(["--no-cache", "--runtime=all", f"fixtures/heldout/{label['path']}"], Path(tmp) / "rt.json")
+                rt = run_json(["--no-cache", "--runtime=all", f"{rel()}/{label['path']}"], Path(tmp) / "rt.json")
                 row["runtime"] = runtime_verdicts(label, rt)
                 tr = run_json(["trace"], Path(tmp) / "trace.json",
-                              (sys.executable, "bench/heldout.py", "--drive", label["path"]))
+                              (sys.executable, "bench/heldout.py", "--corpus", rel(), "--drive", label["path"]))
                 row["trace"] = tr.get("runtime", [])
             rows.append(row)
             print(f"  {label['path']:32} static {[f'{c}@{p}:{n}' for p, n, c in found]}"
@@ -160,7 +179,7 @@ def table(rows: list[dict]) -> tuple[str, list[str]]:
                     for e in flagged(row[kind])))
         by_class[label["class"]].update({"bugs": 1, **{k: int(v) for k, v in row["caught"].items()}})
         for kind, hit in row["caught"].items():
-            if hit != (label.get(kind) == "caught"):
+            if kind in label and hit != (label[kind] == "caught"):  # absent: not measured yet
                 changes.append(f"{label['path']}: {kind} now {'caught' if hit else 'missed'} (label says {label.get(kind)})")
     buggy = [r for r in rows if r["label"]["status"] == "buggy"]
     n = len(buggy)
@@ -202,15 +221,16 @@ def table(rows: list[dict]) -> tuple[str, list[str]]:
 
 
 def write_results(summary: str, lines: list[str]) -> None:
-    out = ROOT / "bench" / "RESULTS-heldout.md"
+    out = ROOT / "bench" / f"RESULTS-{CORPUS.name}.md"
+    corpus = rel()
     head = [
-        "# cglint on the held-out corpus",
+        f"# cglint on the held-out corpus `{corpus}/`",
         "",
-        "`python bench/heldout.py` (corpus: `fixtures/heldout/`, labels: `fixtures/heldout/LABELS.toml`;",
-        "`python bench/heldout.py --verify` confirms every label with TensorFlow 2.21 + Keras 3).",
-        "Static = `cglint --isolated fixtures/heldout`; runtime = `cglint --isolated --runtime=all MODULE`;",
-        "trace = `cglint trace -- python bench/heldout.py --drive MODULE`, one training step of the module as a",
-        "program takes it (the label's `drive`).",
+        f"`python bench/heldout.py --corpus {corpus}` (labels: `{corpus}/LABELS.toml`;",
+        f"`python bench/heldout.py --corpus {corpus} --verify` confirms every label with TensorFlow 2.21 + Keras 3).",
+        f"Static = `cglint --isolated {corpus}`; runtime = `cglint --isolated --runtime=all MODULE`;",
+        f"trace = `cglint trace -- python bench/heldout.py --corpus {corpus} --drive MODULE`, one training step of",
+        "the module as a program takes it (the label's `drive`).",
         "A bug is caught statically when a finding with the label's code lands on the bug's line, by",
         "runtime or trace when a `mismatch`/`error` verdict on the labelled function shows the bug's own",
         "symptom (the class's words in its detail; a verdict for another reason is listed apart, not counted).",
@@ -226,18 +246,31 @@ def write_results(summary: str, lines: list[str]) -> None:
 # --verify: every label checked with TensorFlow, independently of cglint.
 
 
-def verify() -> int:
+def load_tf() -> None:
+    """TensorFlow, Keras and NumPy for the checks below (and a corpus's own checks module)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.path.insert(0, str(CORPUS))
     global np, tf, keras
     import keras
     import numpy as np
     import tensorflow as tf
 
+
+def checks() -> dict:
+    """The corpus's `check_<module>` functions: below for fixtures/heldout, else bench/<name>_checks.py."""
+    if CORPUS.name == "heldout":
+        return globals()
+    sys.path.insert(0, str(ROOT / "bench"))
+    return vars(importlib.import_module(f"{CORPUS.name}_checks"))
+
+
+def verify() -> int:
+    load_tf()
+    sys.path.insert(0, str(CORPUS))
+    found = checks()
     failed = 0
     for label in labels():
         name = label["path"].removesuffix(".py").replace("/", ".")
-        check = globals().get("check_" + name.replace(".", "_"), None)
+        check = found.get("check_" + name.replace(".", "_"), None)
         if check is None:
             print(f"NO CHECK {label['path']}")
             failed += 1
@@ -621,7 +654,13 @@ def main() -> int:
     ap.add_argument("--verify", action="store_true", help="confirm every label with TensorFlow")
     ap.add_argument("--static", action="store_true", help="static rules only; writes no results file")
     ap.add_argument("--drive", metavar="PATH", help="run one training step of a corpus module (for cglint trace)")
+    ap.add_argument("--corpus", default="fixtures/heldout", help="corpus directory (default: fixtures/heldout)")
     args = ap.parse_args()
+    use_corpus(args.corpus)
+    if not CORPUS.is_relative_to(ROOT):
+        ap.error(f"{args.corpus}: not inside the repository (cglint's reports name files relative to it)")
+    if not (CORPUS / "LABELS.toml").is_file():
+        ap.error(f"{args.corpus}: no LABELS.toml")
     if args.verify:
         return verify()
     if args.drive:

@@ -108,8 +108,9 @@ def test_entry_point_registers_the_cg_plugin(entry_point_env):
 
 def test_flake8_and_cglint_list_the_same_findings_on_the_fixtures(entry_point_env):
     # flake8 chooses its files: the repository's `extend-exclude` for cglint (the held-out
-    # corpus) is given to it as its own.
-    run = flake8("--select", "CG,E999", "--extend-exclude", "fixtures/heldout", "fixtures/", env=entry_point_env)
+    # corpora) is given to it as its own.
+    run = flake8("--select", "CG,E999", "--extend-exclude", "fixtures/heldout,fixtures/heldout2", "fixtures/",
+                 env=entry_point_env)
     assert run.returncode == 1, run.stderr
     from_flake8 = flake8_findings(run.stdout)
     from_cglint = cglint_findings("fixtures/")

@@ -718,6 +718,8 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
         report = _complex_probe(fn, inputs, report, checker, kw)
     if float64_rerun and ((report.verdict, report.reference) == ("match", "autodiff") or _both_not_finite(report)):
         report = _float64_reference(fn, report, checker)
+    if float64_rerun and report.verdict == "match":
+        report = _wide_probe(fn, inputs, report, kw)
     return report
 
 
@@ -824,6 +826,41 @@ def _rerun_float64(fn, inputs, report, checker, kw) -> GradientReport:
     if again.verdict == "match":
         report.detail += f" (float32 at its noise floor; float64 re-run: {again.detail})"
         report.modes = {**report.modes, "float64": "match"}
+    return report
+
+
+_WIDE = 100.0  # |x| where exp overflows float32 (88.7) and naive log(1 + e^x) / e^x / (1 + e^x) fail
+
+
+def _wide_probe(fn, inputs, report, kw) -> GradientReport:
+    """The same check at inputs of large magnitude (the sample rescaled to |x| up to 100), where a
+    forward written to be stable stays finite: a grad fn that is NaN or inf there (e^x / (1 + e^x)
+    for a stable softplus) poisons training once activations grow. Claimed only for a non-finite
+    custom gradient where the reference is finite; a smaller relative error there may be
+    harmless underflow (a gradient of 1e-44 returned as 0)."""
+
+    def widen(t):
+        top = float(tf.reduce_max(tf.abs(t))) if tf.size(t) else 0.0
+        return t * tf.cast(_WIDE / top, t.dtype) if top > 0 else t
+
+    wide = _recast(inputs, {tf.float32: widen, tf.float64: widen})
+    if wide is None or all(w is x for w, x in zip(wide, inputs)):
+        return report
+    try:
+        forward, _ = resolve(fn)
+        ys = [tf.convert_to_tensor(y) for y in tf.nest.flatten(forward(*wide)[0])]
+        if not all(bool(tf.reduce_all(tf.math.is_finite(y))) for y in ys if _is_float(y.dtype)):
+            return report  # the forward itself overflows there: nothing to say of its gradient
+    except Exception:
+        return report
+    again = check_gradient(fn, *wide, **{**kw, "probes": 2})
+    if again.verdict == "mismatch" and any(
+            a.verdict == "mismatch" and "is not finite" in a.detail for a in again.args):
+        again.detail = (f"at inputs of large magnitude (|x| up to {_WIDE:.0f}), where the forward is "
+                        f"finite: {again.detail} (at the first sample it {report.detail})")
+        again.modes = {**report.modes, "wide": "mismatch"}
+        return again
+    report.modes = {**report.modes, "wide": again.verdict}
     return report
 
 

@@ -466,6 +466,28 @@ class _Decider:
             return None
         return r0
 
+    @staticmethod
+    def scaled_per_element(cs, as_) -> tuple[float, float] | None:
+        """custom = s * autodiff elementwise, with the same real factors s on every probe (so s
+        does not depend on the upstream) and s not 1 everywhere: a gradient multiplier whose
+        strength is another input or a schedule (`-strength * dy`). Returns s's range."""
+        if len(cs) < 2:
+            return None
+        ratio = None
+        for c, a in zip(cs, as_):
+            if c is None or a is None or np.shape(c) != np.shape(a) or np.iscomplexobj(c) or np.iscomplexobj(a):
+                return None
+            a64, c64 = as64(a).ravel(), as64(c).ravel()
+            if not (np.all(np.isfinite(a64)) and np.all(np.isfinite(c64))) or not np.all(np.abs(a64) > 1e-6 * norm(a64)):
+                return None
+            r = c64 / a64
+            if ratio is not None and not np.allclose(r, ratio, rtol=1e-4, atol=1e-6):
+                return None
+            ratio = r
+        if ratio is None or ratio.size == 0 or np.allclose(ratio, 1.0, rtol=1e-3):
+            return None
+        return float(ratio.min()), float(ratio.max())
+
     def passes_upstream(self, ks) -> bool:
         """Autodiff's gradient for arguments `ks` is the upstream itself on every probe: the
         forward is the identity there (`tf.identity(x)`), as in a gradient multiplier or a
@@ -588,6 +610,19 @@ class _Decider:
                     results[k] = ("intentional", "autodiff", results[k][2],
                                   f"{what}: custom = {r:.3g} x autodiff for {names}")
                 bad = [k for k in bad if k not in ratios]
+            elif set(nonzero) <= set(ref_mismatch) and self.passes_upstream(ref_mismatch) and all((
+                    spans := {k: self.scaled_per_element([c[k] for c in self.m.customs], [a[k] for a in self.m.autos])
+                              for k in ref_mismatch}).values()):
+                # The identity forward again, its gradient scaled by factors that vary per element
+                # but not with the upstream: a reversal whose strength is an input or a schedule.
+                lo, hi = min(v[0] for v in spans.values()), max(v[1] for v in spans.values())
+                names = ", ".join(self.args[k].name for k in spans)
+                what = "gradient reversed and scaled" if hi < 0 else "gradient scaled"
+                for k in spans:
+                    results[k] = ("intentional", "autodiff", results[k][2],
+                                  f"{what} per element by factors in [{lo:.3g}, {hi:.3g}] that do not depend on "
+                                  f"the upstream (an identity forward: a gradient multiplier) for {names}")
+                bad = [k for k in bad if k not in spans]
             elif uniform:
                 # The same factor on every gradient of a forward that computes something (a
                 # layer, a loss): what a forgotten constant or a sign error gives. Gradient

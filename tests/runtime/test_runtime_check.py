@@ -268,6 +268,54 @@ def test_straight_through_clipping_reversal_are_intentional():
     assert r.verdict == "mismatch" and "a sign error?" in r.detail, r.detail
 
 
+def test_reversal_scaled_by_an_input_is_intentional_only_on_an_identity_forward():
+    """A reversal whose strength is an input (a schedule): the factor varies per element but not
+    with the upstream. On a forward that computes something, the same factor is a bug."""
+
+    @tf.custom_gradient
+    def flip_gradient(x, strength):
+        return tf.identity(x), lambda dy: (-strength * dy, None)
+
+    @tf.custom_gradient
+    def sine(x, strength):
+        return tf.sin(x), lambda dy: (-strength * dy * tf.cos(x), None)
+
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]])
+    s = tf.constant([[1.3, 0.2, 0.7], [2.0, 0.5, 1.1]])
+    r = check_gradient(flip_gradient, x, s)
+    assert r.verdict == "intentional" and "reversed and scaled per element" in r.detail, r.detail
+    assert check_gradient(sine, x, s).verdict == "mismatch"
+
+
+def test_a_gradient_not_finite_at_large_inputs_where_the_forward_is_is_a_mismatch():
+    """A softplus written to be stable, whose grad fn computes e^z / (1 + e^z): right at small
+    inputs, NaN once z > 88. The stable sigmoid form stays a match; so does a gradient that merely
+    underflows (y * (1 - y) is 0 where the true value is 1e-44)."""
+
+    @tf.custom_gradient
+    def softplus_naive_grad(z):
+        y = tf.maximum(z, 0.0) + tf.math.log1p(tf.exp(-tf.abs(z)))
+        return y, lambda dy: dy * tf.exp(z) / (1.0 + tf.exp(z))
+
+    @tf.custom_gradient
+    def softplus_stable_grad(z):
+        y = tf.maximum(z, 0.0) + tf.math.log1p(tf.exp(-tf.abs(z)))
+        return y, lambda dy: dy * tf.sigmoid(z)
+
+    @tf.custom_gradient
+    def sigmoid(x):
+        y = tf.sigmoid(x)
+        return y, lambda dy: dy * y * (1.0 - y)
+
+    x = tf.constant([[1.0, -0.5, 0.3], [-0.5, 1.2, -1.3]])
+    r = check_gradient(softplus_naive_grad, x)
+    assert r.verdict == "mismatch" and "large magnitude" in r.detail and "not finite" in r.detail, r.detail
+    assert r.modes["wide"] == "mismatch"
+    for f in (softplus_stable_grad, sigmoid):
+        r = check_gradient(f, x)
+        assert (r.verdict, r.modes["wide"]) == ("match", "match"), r.detail
+
+
 def test_declared_intentional_turns_mismatch_into_intentional():
     r = check_gradient(dense_tan("cos(y)"), x_for(), intentional=True)
     assert r.verdict == "intentional"

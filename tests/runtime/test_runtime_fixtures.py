@@ -124,7 +124,7 @@ def test_correct_higher_order_pattern_matches_at_order_2():
     r = check_gradient(softplus, tf.constant([-1.5, 0.2, 2.0]), order=2)
     assert r.verdict == "match", r.detail
     assert r.modes == {"eager": "match", "tf.function": "match", "second-order": "match",
-                       "forward": "match"}
+                       "forward": "match", "wide": "match"}
 
 
 def test_a_diluted_wrong_entry_is_found_by_the_float64_rerun():
