@@ -316,6 +316,34 @@ def test_a_gradient_not_finite_at_large_inputs_where_the_forward_is_is_a_mismatc
         assert (r.verdict, r.modes["wide"]) == ("match", "match"), r.detail
 
 
+def test_half_probe_finds_a_gradient_fixed_to_float32_under_mixed_precision():
+    """Statistics in float32 (as mixed-precision norms do) and a grad fn that forgets to cast back:
+    at float32 inputs nothing shows; at the float16 a mixed_float16 layer passes, TensorFlow takes
+    the float32 gradient silently. The grad fn that casts back stays a match."""
+
+    def make(cast_back):
+        @tf.custom_gradient
+        def rms_normalize(x):
+            x32 = tf.cast(x, tf.float32)
+            inv = tf.math.rsqrt(tf.reduce_mean(tf.square(x32), axis=-1, keepdims=True) + 1e-6)
+            y32 = x32 * inv
+
+            def grad(dy):
+                dy32 = tf.cast(dy, tf.float32)
+                dx = inv * (dy32 - y32 * tf.reduce_mean(dy32 * y32, axis=-1, keepdims=True))
+                return tf.cast(dx, x.dtype) if cast_back else dx
+
+            return tf.cast(y32, x.dtype), grad
+        return rms_normalize
+
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]])
+    r = check_gradient(make(False), x, half_probe="float16")
+    assert r.verdict == "mismatch" and "d/x is float32 but x is float16" in r.detail, r.detail
+    assert check_gradient(make(False), x).verdict == "match"  # float32 alone shows nothing
+    r = check_gradient(make(True), x, half_probe="float16")
+    assert (r.verdict, r.modes["float16"]) == ("match", "match"), r.detail
+
+
 def test_declared_intentional_turns_mismatch_into_intentional():
     r = check_gradient(dense_tan("cos(y)"), x_for(), intentional=True)
     assert r.verdict == "intentional"
