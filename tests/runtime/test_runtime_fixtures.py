@@ -73,9 +73,7 @@ EXPECTED = {
 STATIC = {"layer_norm_swap.py": {"CG006"}, "tf_function_inside.py": {"CG001"},
           "grad_multiplier.py": {"CG015"},
           # its bug, softsign's derivative at the output, is found statically by the evaluated maths too
-          "keras_layer_call.py": {"CG005"},
-          # swish's beta is a (3,) weight: its gradient summed to a scalar is found by the evaluated maths
-          "silu_beta.py": {"CG018"}}
+          "keras_layer_call.py": {"CG005"}}
 
 
 def test_every_runtime_fixture_has_an_expectation():
