@@ -718,3 +718,93 @@ def scale(x, w):
 ])
 def test_a_gradient_reduced_to_another_shape(dw, at):
     assert cg018(SCALE.format(dw=dw)) == at
+
+
+@pytest.mark.parametrize("grads,at", [
+    # Not scaling with the upstream (in TensorFlow 2.21, off from autodiff for an upstream of -0.7).
+    ("dy ** 2 * d * w, dy * tf.tanh(x)", [(10, 16)]),
+    ("tf.sign(dy) * d * w, dy * tf.tanh(x)", [(10, 16)]),
+    ("tf.abs(dy) * d * w, dy * tf.tanh(x)", [(10, 16)]),
+    ("(dy + 0.5 * dy * dy) * d * w, dy * tf.tanh(x)", [(10, 16)]),
+    # Off from autodiff on purpose, but not CG009's class: clipped (the identity for small
+    # upstreams), scaled by constants (linear).
+    ("tf.clip_by_norm(dy, 1.0) * d * w, dy * tf.tanh(x)", []),
+    ("0.5 * dy * d * w, 2.0 * dy * tf.tanh(x)", []),
+    # Not evaluated (no NumPy version of the op): nothing claimed.
+    ("tf.sign(dy) * tf.math.bessel_i1e(x), dy", []),
+])
+def test_a_gradient_not_scaling_with_the_upstream(grads, at):
+    assert cg009(UPSTREAM.format(grads=grads)) == at
+
+
+def cg006(code: str) -> list[tuple[int, int]]:
+    result = lint_source(textwrap.dedent(code), "m.py")
+    return [(d.line, d.column) for d in result.diagnostics if d.code == "CG006"]
+
+
+KEYED = """
+import tensorflow as tf
+
+w = tf.Variable([1.0, 2.0, 3.0], name="w")
+b = tf.Variable([0.5, -0.5, 0.25], name="b")
+
+@tf.custom_gradient
+def affine(x):
+    y = x * w + b
+
+    def grad(dy, variables=None):
+        dw, db = tf.reduce_sum(dy * x, 0), tf.reduce_sum(dy, 0)
+        {keyed}
+        return dy * w, {listed}
+
+    return y, grad
+"""
+
+
+@pytest.mark.parametrize("keyed,listed,at", [
+    # Keyed by position (under tf.function, where `variables` is sorted by name, [b, w],
+    # TensorFlow 2.21 swapped d/w and d/b).
+    ("g = dict(zip([v.ref() for v in variables], [dw, db]))", "[g[v.ref()] for v in variables]", [(14, 9)]),
+    ("g = {v.ref(): d for v, d in zip(variables, [dw, db])}", "[g[v.ref()] for v in variables]", [(14, 9)]),
+    ("g = [dw, db]", "[g[i] for i, v in enumerate(variables)]", [(14, 9)]),
+    # Keyed on the variable itself: follows any order.
+    ("g = dict(zip([w.ref(), b.ref()], [dw, db]))", "[g[v.ref()] for v in variables]", []),
+    ("g = {v.ref(): d for v, d in zip([w, b], [dw, db])}", "[g[v.ref()] for v in variables]", []),
+    ("g = {id(w): dw, id(b): db}", "[g[id(v)] for v in variables]", []),
+    # Equal gradients: no order to tell apart.
+    ("g = [dw, dw]", "[g[i] for i, v in enumerate(variables)]", []),
+])
+def test_variable_gradients_keyed_by_position_whatever_the_spelling(keyed, listed, at):
+    assert cg006(KEYED.format(keyed=keyed, listed=listed)) == at
+
+
+PRELU_CALLED = """
+import tensorflow as tf
+
+@tf.custom_gradient
+def prelu(x, alpha):
+    y = tf.where(x > 0.0, x, alpha * x)
+
+    def grad(dy):
+        return tf.where(x > 0.0, dy, alpha * dy), tf.reduce_sum(tf.where(x > 0.0, 0.0, x * dy))
+
+    return y, grad
+
+def layer(x, slope={default}):
+    slope = tf.convert_to_tensor(slope)
+    return prelu(x, {arg})
+"""
+
+
+@pytest.mark.parametrize("default,arg,at", [
+    # A scalar slope reaches the call: summed over every axis is its gradient (TensorFlow 2.21:
+    # equal to autodiff for a scalar alpha).
+    ("0.25", "slope", []),
+    ("0.25", "-0.1", []),
+    # Per-channel, or unknown: the scalar gradient of a (3,) alpha (TensorFlow 2.21 handed back
+    # shape ()).
+    ("None", "tf.fill([3], 0.25)", [(9, 51)]),
+    ("None", "slope", [(9, 51)]),
+])
+def test_a_scalar_gradient_is_right_for_an_input_called_with_a_scalar(default, arg, at):
+    assert cg018(PRELU_CALLED.format(default=default, arg=arg)) == at

@@ -234,4 +234,6 @@ def _range(*args):
 
 
 BUILTINS: dict[str, Callable] = {"abs": np.abs, "float": float, "int": int, "len": len, "range": _range,
-                                 "tuple": tuple, "list": list}
+                                 "tuple": tuple, "list": list, "dict": dict, "id": id,
+                                 # lists, as the evaluator's loops take: `dict(zip(variables, grads))`
+                                 "zip": lambda *a: list(zip(*a)), "enumerate": lambda a: list(enumerate(a))}

@@ -142,7 +142,7 @@ class Evaluator(Interpreter):
             if not all(isinstance(e, cst.DictElement) for e in expr.elements):
                 raise Unknown("dict unpacking")
             return {self._key(self.value(e.key, scope, d)): self.value(e.value, scope, d) for e in expr.elements}
-        if isinstance(expr, cst.ListComp):
+        if isinstance(expr, (cst.ListComp, cst.DictComp)):
             return self._comprehension(expr, scope, d)
         if isinstance(expr, cst.Subscript):
             return self._subscript(expr, scope, d)
@@ -164,28 +164,33 @@ class Evaluator(Interpreter):
             return key
         raise Unknown("dict key")
 
-    def _comprehension(self, expr: cst.ListComp, scope: Scope, depth: int) -> list:
+    def _comprehension(self, expr: cst.ListComp | cst.DictComp, scope: Scope, depth: int) -> list | dict:
         loop = expr.for_in
-        if loop.inner_for_in is not None or not isinstance(loop.target, cst.Name) or loop.asynchronous:
+        if loop.inner_for_in is not None or loop.asynchronous:
             raise Unknown("comprehension")
         items = self.value(loop.iter, scope, depth)
         if not isinstance(items, (list, tuple, range)):
             raise Unknown("comprehension over a non-list")
-        name, missing = loop.target.value, object()
-        saved = self.locals.get(name, missing)  # restored in place: closures hold this dict
+        # `for v in ...`, `for i, v in enumerate(...)`: the targets' names, restored in place
+        # afterwards (closures hold this dict)
+        names = [n.value for n in self.model.reads_in(loop.target)]
+        missing = object()
+        saved = {name: self.locals.get(name, missing) for name in names}
         out = []
         try:
             for item in items:
                 self.step()
-                self.locals[name] = item
+                self.assign(loop.target, item)
                 if all(self.truth(self.value(c.test, scope, depth)) for c in loop.ifs):
-                    out.append(self.value(expr.elt, scope, depth))
+                    out.append((self._key(self.value(expr.key, scope, depth)), self.value(expr.value, scope, depth))
+                               if isinstance(expr, cst.DictComp) else self.value(expr.elt, scope, depth))
         finally:
-            if saved is missing:
-                self.locals.pop(name, None)
-            else:
-                self.locals[name] = saved
-        return out
+            for name, value in saved.items():
+                if value is missing:
+                    self.locals.pop(name, None)
+                else:
+                    self.locals[name] = value
+        return dict(out) if isinstance(expr, cst.DictComp) else out
 
     def _subscript(self, expr: cst.Subscript, scope: Scope, depth: int) -> Any:
         container = unwrap(self.value(expr.value, scope, depth))

@@ -61,77 +61,6 @@ def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead 
         return check.in_every_world()
 
 
-def nonzero_at_zero_upstream(model: ModuleModel, site: GradientSite) -> list[str] | None:
-    """The inputs and variables whose gradient is not zero when the upstream is zero, at every
-    sample point and in every world where the grad fn evaluates: a VJP is linear in the upstream,
-    so such a gradient adds something to it (`dy + local`) instead of multiplying. Clipping
-    (`clip_by_value(dy, ...)`) is nonlinear on purpose but zero at zero: not claimed."""
-    try:
-        check = _Check(model, site, reads_output=False)
-    except (Unknown, _Skip):
-        return None
-    if check.dy is None or len(check.free) > 2:
-        return None
-    import numpy as np
-
-    check.np = np
-    check._layout()
-    found: set[int] | None = None
-    with np.errstate(all="ignore"):
-        for check.positive in (False, True):
-            for values in product((0.0, 1.0, -1.0), repeat=len(check.free)):
-                check.extra = {id(p): v for p, v in zip(check.free, values)}
-                check.rng = np.random.default_rng(0)
-                try:
-                    bad = check.at_zero_upstream()
-                except (Unknown, _Skip, *_MATHS_ERRORS):
-                    continue  # not evaluable here
-                if not bad:
-                    return None
-                found = bad if found is None else found & bad
-    return [check.slots[i] for i in sorted(found)] if found else None
-
-
-@dataclass
-class ShapeMismatch:
-    """A returned gradient of another shape than its input's (or variable's), with the sample
-    shapes the forward evaluated at."""
-
-    slot: int
-    name: str
-    got: tuple
-    want: tuple
-    shapes: dict[str, tuple]
-
-
-def gradient_shape_mismatch(model: ModuleModel, site: GradientSite) -> ShapeMismatch | None:
-    """A gradient reduced to another shape than its input's (over every axis, or the wrong ones)
-    at shapes the forward accepts: each input at a
-    full sample shape, and each (of several) at the shape that broadcasts against the others
-    (a per-channel `alpha` of shape (C,) against `x` of (N, C)), where the output's shape is the
-    same. Nothing where the grad fn or the forward does not evaluate."""
-    try:
-        check = _Check(model, site, reads_output=False)
-    except (Unknown, _Skip):
-        return None
-    if check.dy is None or check.free:
-        return None
-    import numpy as np
-
-    check.np, check.extra = np, {}
-    check._layout()
-    if any(k is not None for k in check.layout):
-        return None
-    with np.errstate(all="ignore"):
-        for check.positive in (False, True):
-            check.rng = np.random.default_rng(0)
-            try:
-                return check.shape_mismatch()
-            except (Unknown, _Skip, *_MATHS_ERRORS):
-                continue
-    return None
-
-
 class _Skip(Exception):
     pass
 
@@ -140,7 +69,8 @@ class _Check:
     def __init__(self, model: ModuleModel, site: GradientSite, reads_output: bool = True) -> None:
         self.model, self.site = model, site
         out = site.outputs[0] if len(site.outputs) == 1 else None
-        if (not isinstance(out, cst.Name) or len(site.grad_fns) != 1 or site.has_varargs or not site.inputs
+        # The output is read by name; where nothing reads it, it may be any expression.
+        if (not isinstance(out, cst.Name if reads_output else cst.BaseExpression) or len(site.grad_fns) != 1 or site.has_varargs or not site.inputs
                 or any(not v.exact for v in site.variables)):
             raise _Skip
         self.grad = site.grad_fns[0]
@@ -155,9 +85,9 @@ class _Check:
         # One return is read as an expression; several (or names bound under `if`s) are run.
         self.out, self.returned = out, returns[0] if len(returns) == 1 else None
         # The grad fn's reads of the forward's output (the forward's own binding of the name).
-        if out.value not in site.scope.bindings:
+        if isinstance(out, cst.Name) and out.value not in site.scope.bindings:
             raise _Skip
-        self.reads = [n for s in self.grad.scope.walk() for n in s.reads if n.value == out.value
+        self.reads = [n for s in self.grad.scope.walk() for n in s.reads if n.value == getattr(out, "value", None)
                       and s.lookup(n.value) is not None and s.lookup(n.value)[0] is site.scope]
         if reads_output and not self.reads:
             raise _Skip
@@ -276,14 +206,15 @@ class _Check:
             raise _Skip
         return y
 
-    def _grads(self, flat: list, dy, swap: dict[int, str]) -> list:
-        """The returned gradients, one per slot (None: no gradient)."""
+    def _grads(self, flat: list, dy, swap: dict[int, str], order: list[int] | None = None) -> list:
+        """The returned gradients, one per slot (None: no gradient); with `order`, `variables`
+        holds the variables in that order, and their gradients come as returned."""
         xs, ws = self._pack(flat)
         variables = [Var(w) for w in ws]
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         env[id(self.dy)] = dy  # (id(None) for Keras's `*args`: read by none)
         if self.vars_param is not None:
-            env[id(self.vars_param)] = variables if self.site.variables else None
+            env[id(self.vars_param)] = [variables[i] for i in order or range(len(variables))] or None
         by_call = {id(v.created_by): var for v, var in zip(self.site.variables, variables)}
         ev = Evaluator(self.model, env, variables=by_call, swap=swap, budget=self.budget)
         try:
@@ -333,11 +264,11 @@ class _Check:
 
     # ---- the check ---------------------------------------------------------------------------
 
-    def _point(self, x_shape) -> tuple | None:
-        """Sample inputs, variables and upstream, and the VJP's projections on random
-        directions, for each input and variable: the slopes of <dy, forward>."""
+    def _point(self, shapes: list[tuple]) -> tuple | None:
+        """Sample inputs (of `shapes`), variables and upstream, and the VJP's projections on
+        random directions, for each input and variable: the slopes of <dy, forward>."""
         np = self.np
-        flat = [self._sample(x_shape) for _ in range(self.input_slots)] + [self._sample(s) for s in self.var_shapes]
+        flat = [self._sample(s) for s in shapes] + [self._sample(s) for s in self.var_shapes]
         frozen: dict = {}
         y = self._forward(flat, frozen, record=True)
         if not np.all(np.isfinite(y)):
@@ -449,61 +380,42 @@ class _Check:
                 out += [b for b in found[1] if isinstance(b, Param) and b not in out]
         return out
 
-    def at_zero_upstream(self) -> set[int]:
-        """The slots whose gradient is nonzero for a zero upstream at some sample point (the
-        grad fn evaluating, finite, at every point)."""
-        self.var_shapes = [self._var_shape(v) for v in self.site.variables]
-        x_shape = self._x_shape()
-        bad: set[int] = set()
-        for _ in range(_POINTS):
-            flat = [self._sample(x_shape) for _ in range(self.input_slots)] + [self._sample(s) for s in self.var_shapes]
-            y = self._forward(flat, {}, record=True)
-            grads = self._grads(flat, self.np.zeros(y.shape), {})
-            for i, g in enumerate(grads):
-                g = self.np.asarray(0.0 if g is None else g, dtype=float)
-                if not self.np.all(self.np.isfinite(g)):
-                    raise _Skip
-                bad |= {i} if self.np.any(g != 0.0) else set()
-        return bad
-
-    def shape_mismatch(self) -> ShapeMismatch | None:
-        self.var_shapes = [self._var_shape(v) for v in self.site.variables]
-        n = self.input_slots
-        full = (4, 3)  # not square: a reduction over the wrong axis changes the shape
-        try:
-            self._forward([self._sample(full) for _ in range(n)] + [self._sample(s) for s in self.var_shapes], {})
-        except _MATHS_ERRORS:
-            full = self._x_shape()
-        configs = [[full[1:] if j == i else full for j in range(n)] for i in range(n)] if n > 1 and full else []
-        base_y, runs, found = None, 0, {}
-        for shapes in [[full] * n, *configs]:
-            flat = [self._sample(s) for s in shapes] + [self._sample(s) for s in self.var_shapes]
-            try:
-                y = self._forward(flat, {}, record=True)
-            except _MATHS_ERRORS:
-                continue  # the forward takes no input of this shape
-            base_y = y.shape if base_y is None else base_y
-            if y.shape != base_y:
-                continue  # the input does not broadcast into the output here
-            runs += 1
-            grads = self._grads(flat, self._sample(y.shape), {})
-            named = dict(zip(self.slots, (tuple(self.np.shape(a)) for a in flat)))
-            for slot, g in enumerate(grads):
-                # Reduced (fewer elements than the output) to another shape than the input's. A
-                # gradient left at the output's shape is code written for inputs of one shape;
-                # zeros are a stop.
-                if (g is not None and self.np.shape(g) != self.np.shape(flat[slot]) and self.np.size(g) < y.size
-                        and self.np.any(self.np.asarray(g) != 0.0)):
-                    found.setdefault(slot, []).append(ShapeMismatch(
-                        slot, self.slots[slot], tuple(self.np.shape(g)), tuple(self.np.shape(flat[slot])), named))
-        # Wrong at every shape tried (a sum over the broadcast axis is right where the input
-        # broadcasts, though not where it has the output's shape); the broadcast one is shown.
-        wrong = [hits for hits in found.values() if len(hits) == runs]
-        return wrong[0][-1] if wrong else None
-
     def run(self) -> OutputRead | None:
+        """The claim at every input of one sample shape; else at each input of several in the
+        shape that broadcasts against the others (a per-channel `alpha` (C,) against `x`
+        (N, C)): a gradient reduced over the batch axes is right at that shape alone, and one
+        kept at the output's shape (`_unbroadcast(d, y)`) wrong there alone. A read found there
+        must also make the gradients right at the first shape."""
         self.var_shapes = [self._var_shape(v) for v in self.site.variables]
         x_shape = self._x_shape()
+        n = self.input_slots
+        same = [x_shape] * n
+        first = self._run_at(same)
+        if first is not None and first is not False:
+            return first
+        for i in range(n if n > 1 and x_shape else 0):
+            try:
+                found = self._run_at([x_shape[1:] if j == i else x_shape for j in range(n)])
+                if isinstance(found, OutputRead) and (first is False or self._right_with(same, found)):
+                    return found
+            except (_Skip, *_MATHS_ERRORS):
+                continue  # the forward takes no input of this shape
+        return None
+
+    def _right_with(self, shapes: list[tuple], found: OutputRead) -> bool:
+        """The gradients match the VJP at every sample point of `shapes` with the read swapped."""
+        points = 0
+        for _ in range(3 * _POINTS):
+            point = self._point(shapes) if points < _POINTS else None
+            if point is not None:
+                points += 1
+                swapped = self._grads(point[0], point[1], {id(r): found.instead for r in found.reads})
+                if not all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
+                    return False
+        return points == _POINTS
+
+    def _run_at(self, shapes: list[tuple]) -> OutputRead | bool | None:
+        """None: right as written; False: wrong, and no read of the output explains it."""
         candidates = None
         wrong_at = 0
         wrong_slot = None
@@ -512,7 +424,7 @@ class _Check:
             if points == _POINTS:
                 break
             try:
-                point = self._point(x_shape)
+                point = self._point(shapes)
             except _MATHS_ERRORS:
                 raise _Skip from None
             if point is None:
@@ -539,11 +451,10 @@ class _Check:
                     continue
             candidates = kept
             if not candidates:
-                return None
+                return False
         if points < _POINTS:
             raise _Skip
         if wrong_at * 3 < 2 * _POINTS or wrong_slot is None:
             return None
         reads, name = candidates[0]
         return OutputRead(list(reads), self.out.value, name, self.slots[wrong_slot])
-

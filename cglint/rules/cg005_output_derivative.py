@@ -499,6 +499,82 @@ def quantize(x):
 
     return y, grad
 '''),
+        # A per-channel slope (C,) broadcast against a batch (N, C): its gradient, summed over
+        # the batch axis, reads the output where it needs the input (TensorFlow 2.21: off by 1.7
+        # from autodiff at x (4, 3)); judged at the shapes the forward broadcasts.
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def prelu(x, alpha):
+    positive = x > 0.0
+    y = tf.where(positive, x, alpha * x)
+
+    def grad(dy):
+        dx = tf.where(positive, dy, alpha * dy)
+        dalpha = tf.reduce_sum(tf.where(positive, tf.zeros_like(x), y * dy), axis=0)
+        return dx, dalpha
+
+    return y, grad
+''',
+            at="11:69",
+            fixed='''
+import tensorflow as tf
+
+@tf.custom_gradient
+def prelu(x, alpha):
+    positive = x > 0.0
+    y = tf.where(positive, x, alpha * x)
+
+    def grad(dy):
+        dx = tf.where(positive, dy, alpha * dy)
+        dalpha = tf.reduce_sum(tf.where(positive, tf.zeros_like(x), x * dy), axis=0)
+        return dx, dalpha
+
+    return y, grad
+'''),
+        # The output's shape where the input's is needed: right while `x` has the output's shape,
+        # wrong where it broadcasts (TensorFlow 2.21: a (4, 3) gradient for `x` of shape (3,)
+        # against `scale` of (4, 3)).
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+def unbroadcast(g, like):
+    _, axes = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(g), s1=tf.shape(like))
+    return tf.reshape(tf.reduce_sum(g, axis=axes), tf.shape(like))
+
+
+@tf.custom_gradient
+def scaled_square(x, scale):
+    y = scale * x * x
+
+    def grad(dy):
+        return unbroadcast(2.0 * dy * scale * x, y), unbroadcast(dy * x * x, scale)
+
+    return y, grad
+''',
+            at="15:50",
+            fixed='''
+import tensorflow as tf
+
+
+def unbroadcast(g, like):
+    _, axes = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(g), s1=tf.shape(like))
+    return tf.reshape(tf.reduce_sum(g, axis=axes), tf.shape(like))
+
+
+@tf.custom_gradient
+def scaled_square(x, scale):
+    y = scale * x * x
+
+    def grad(dy):
+        return unbroadcast(2.0 * dy * scale * x, x), unbroadcast(dy * x * x, scale)
+
+    return y, grad
+'''),
     ]
     VALID = [
         # The straight-through sign of binarised networks: the gradient passes where |x| <= 1.
@@ -600,6 +676,40 @@ def masked_gate(x, gate, mask):
     def grad(dy):
         dy = tf.where(mask, dy, 0.0)
         return dy * s, dy * x * s * (1 - s), None
+
+    return y, grad
+''',
+        # The same slope's gradient from the output, right: y / alpha is x where x <= 0.
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def prelu(x, alpha):
+    positive = x > 0.0
+    y = tf.where(positive, x, alpha * x)
+
+    def grad(dy):
+        dx = tf.where(positive, dy, alpha * dy)
+        dalpha = tf.reduce_sum(tf.where(positive, tf.zeros_like(x), y / alpha * dy), axis=0)
+        return dx, dalpha
+
+    return y, grad
+''',
+        '''
+import tensorflow as tf
+
+
+def unbroadcast(g, like):
+    _, axes = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(g), s1=tf.shape(like))
+    return tf.reshape(tf.reduce_sum(g, axis=axes), tf.shape(like))
+
+
+@tf.custom_gradient
+def scaled_square(x, scale):
+    y = scale * x * x
+
+    def grad(dy):
+        return unbroadcast(2.0 * dy * scale * x, x), unbroadcast(dy * x * x, scale)
 
     return y, grad
 ''',

@@ -6,6 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
+from cglint.model.order import gradients_by_position
 from cglint.rules._fixes import keyed_variable_gradients
 from cglint.rules.base import Invalid, Rule
 
@@ -17,7 +18,11 @@ class HardcodedVariableOrder(Rule):
     `return dx, [dw, db]` (or a name bound to one, `list((dw, db))`, or a comprehension that
     passes the entries through), without ever reading `variables`, or reading it only to pair
     the entries with it position by position (`[g for _, g in zip(variables, grads)]`, which
-    keeps the fixed order of `grads`). A
+    keeps the fixed order of `grads`). Whatever the spelling (`dict(zip(refs, grads))`,
+    `grads[i]` over `enumerate(variables)`), a grad fn that reads `variables` is also evaluated
+    where its maths can be (the project's NumPy versions of the ops, at sample points) with
+    `variables` in its order and reversed: gradients that stay at their positions, where they
+    differ, are keyed by position. A
     single variable gradient, or a list of `None`s, is not flagged: there is no order to get
     wrong.
 
@@ -178,7 +183,47 @@ def affine(x):
     return x * w + b, grad
 ''',
             at="11:9"),
-    
+        # Keyed by position whatever the spelling: each gradient paired with the entry of
+        # `variables` at its index (TensorFlow 2.21, under tf.function where `variables` is
+        # sorted by name: d/w and d/b came back swapped; eagerly, as the set's order falls).
+        Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable([1.0, 2.0, 3.0], name="w")
+b = tf.Variable([0.5, -0.5, 0.25], name="b")
+
+
+@tf.custom_gradient
+def affine(x):
+    y = x * w + b
+
+    def grad(dy, variables=None):
+        grads = dict(zip([v.ref() for v in variables], [tf.reduce_sum(dy * x, 0), tf.reduce_sum(dy, 0)]))
+        return dy * w, [grads[v.ref()] for v in variables]
+
+    return y, grad
+''',
+            at="14:9"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable([1.0, 2.0, 3.0], name="w")
+b = tf.Variable([0.5, -0.5, 0.25], name="b")
+
+
+@tf.custom_gradient
+def affine(x):
+    y = x * w + b
+
+    def grad(dy, variables=None):
+        grads = [tf.reduce_sum(dy * x, 0), tf.reduce_sum(dy, 0)]
+        return dy * w, [grads[i] for i, v in enumerate(variables)]
+
+    return y, grad
+''',
+            at="14:9"),
     ]
     VALID = [
         '''
@@ -293,7 +338,24 @@ class Affine(tf.Module):
 
         return affine(x)
 ''',
-    
+        # Keyed on each variable: follows `variables` in any order.
+        '''
+import tensorflow as tf
+
+w = tf.Variable([1.0, 2.0, 3.0], name="w")
+b = tf.Variable([0.5, -0.5, 0.25], name="b")
+
+
+@tf.custom_gradient
+def affine(x):
+    y = x * w + b
+
+    def grad(dy, variables=None):
+        grads = dict(zip([w.ref(), b.ref()], [tf.reduce_sum(dy * x, 0), tf.reduce_sum(dy, 0)]))
+        return dy * w, [grads[v.ref()] for v in variables]
+
+    return y, grad
+''',
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -303,6 +365,7 @@ class Affine(tf.Module):
             if grad.variables_param is None:
                 continue
             reads = grad.reads(grad.variables_param)
+            found = False
             for ret in grad.returns:
                 if ret.pair is None:
                     continue
@@ -316,6 +379,7 @@ class Affine(tf.Module):
                     how = f"never reads `{grad.variables_param}`"
                 if var_grads is None or len(var_grads) < 2 or all(_is_none(g) for g in var_grads):
                     continue  # one entry, or all `None`: no order to get wrong
+                found = True
                 yield Finding(
                     ret.node,
                     f"`{grad.name}` returns {len(var_grads)} variable gradients in a fixed order but {how}: "
@@ -325,6 +389,25 @@ class Affine(tf.Module):
                     fix=None if reads else keyed_variable_gradients(
                         site, grad, ret, site.model.module.code_for_node(input_grads).strip(), var_grads),
                 )
+            if not found and reads and len(site.grad_fns) == 1:
+                yield from _by_position(site, grad)
+
+
+def _by_position(site: GradientSite, grad) -> Iterator[Finding]:
+    """Whatever the spelling: evaluated with `variables` reversed, the gradients stay where they
+    were (`dict(zip(refs, grads))` keys them by position)."""
+    stay = gradients_by_position(site.model, site)
+    if not stay:
+        return
+    returns = [r.node for r in grad.returns]
+    names = ", ".join(f"`{n}`" for n in stay)
+    yield Finding(
+        returns[0] if len(returns) == 1 else grad.anchor,
+        f"`{grad.name}` reads `{grad.variables_param}` but its gradients for {names} do not follow it: evaluated "
+        f"with `{grad.variables_param}` reversed, each stays at its position, so each is keyed by where a "
+        "variable is, not which it is; TensorFlow's order changes from process to process (and is sorted by "
+        "name under tf.function); key each gradient on its own variable (`{w.ref(): dw, b.ref(): db}`)",
+    )
 
 
 def _is_none(expr: cst.BaseExpression) -> bool:

@@ -1,12 +1,13 @@
 """CG009 upstream-ignored."""
 
+import re
 from typing import Iterator
 
 import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, is_no_gradient
-from cglint.model.vjp import nonzero_at_zero_upstream
+from cglint.model.upstream import nonzero_at_zero_upstream, not_scaling_with_upstream
 from cglint.rules.base import Invalid, Rule
 
 
@@ -24,8 +25,12 @@ class UpstreamIgnored(Rule):
 
     A grad fn that reads the upstream but does not multiply by it (`dy + local`) is flagged
     where its maths can be evaluated (the project's NumPy versions of the ops, at sample points):
-    a gradient that is not zero for a zero upstream is not linear in it. Clipping
-    (`tf.clip_by_value(dy, -1.0, 1.0)`) is nonlinear on purpose but zero at zero: not flagged.
+    a gradient that is not zero for a zero upstream is not linear in it; nor is one that does not
+    scale with it (`dy**2`, `tf.sign(dy)`, `tf.abs(dy)`, `dy + c * dy**2`), checked with small
+    upstreams times -2. Clipping (`tf.clip_by_value(dy, -1.0, 1.0)`, `tf.clip_by_norm`) is
+    nonlinear on purpose, but zero at zero and the identity for small upstreams: not flagged.
+    A transform meant as such (signSGD's `tf.sign(dy)`) is declared with `# cglint: intentional`
+    on or above the forward's def, as for the runtime check, and is not flagged for scaling.
 
     ## Why is this bad?
     The grad fn computes a vector-Jacobian product: the upstream gradient `dy` is
@@ -123,6 +128,36 @@ def huber(pred, target):
     return loss, grad
 ''',
             at="12:16"),
+        # Nonlinear in the upstream: a VJP scales with it (TensorFlow 2.21: off by 0.70 from
+        # autodiff with `sign(dy)`, by 0.42 with `dy + 0.1 * dy * dy`, for an upstream of -0.7).
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def log_cosh(x):
+    y = tf.math.log(tf.cosh(x))
+
+    def grad(dy):
+        return tf.sign(dy) * tf.tanh(x)
+
+    return y, grad
+''',
+            at="9:16"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def cube(x):
+    y = x * x * x
+
+    def grad(dy):
+        return 3.0 * x * x * (dy + 0.1 * dy * dy)
+
+    return y, grad
+''',
+            at="9:16"),
     ]
     VALID = [
         '''
@@ -221,6 +256,33 @@ def scaled_square(x):
     return 3.0 * x * x, functools.partial(_scaled_square_grad, x=x, scale=3.0)
 ''',
     
+        # signSGD: the upstream's sign on purpose, declared so.
+        '''
+import tensorflow as tf
+
+# cglint: intentional
+@tf.custom_gradient
+def sign_backward(x):
+    y = tf.tanh(x)
+
+    def grad(dy):
+        return tf.sign(dy) * (1.0 - y * y)
+
+    return y, grad
+''',
+        # Clipped on purpose: the identity for small upstreams, so it scales there.
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def clipped_log_cosh(x):
+    y = tf.math.log(tf.cosh(x))
+
+    def grad(dy):
+        return tf.clip_by_value(dy, -1.0, 1.0) * tf.tanh(x)
+
+    return y, grad
+''',
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -248,22 +310,51 @@ def scaled_square(x):
 
 def _not_a_factor(site: GradientSite, grad) -> Iterator[Finding]:
     """The upstream is read but the gradients are not linear in it: evaluated with a zero
-    upstream, some are not zero (`dy + local` where the chain rule multiplies)."""
+    upstream, some are not zero (`dy + local` where the chain rule multiplies); or, with a
+    small one scaled by -2, some are not scaled by -2 (`dy**2`, `tf.sign(dy)`)."""
     if len(site.grad_fns) != 1:
         return
-    wrong = nonzero_at_zero_upstream(site.model, site)
-    if not wrong:
-        return
     returns = [r.value for r in grad.returns if r.value is not None]
-    names = ", ".join(f"`{n}`" for n in wrong)
+    anchor = returns[0] if len(returns) == 1 else grad.anchor
     dy = grad.upstream_names[0]
-    yield Finding(
-        returns[0] if len(returns) == 1 else grad.anchor,
-        f"`{grad.name}` returns a gradient for {names} that is not zero when the upstream `{dy}` is zero "
-        "(evaluated at sample points): the upstream is combined with the local derivative, not multiplied "
-        f"by it, so TensorFlow trains on a gradient even where the loss does not depend on `{site.name}`; "
-        f"multiply: `{dy} * local_derivative`",
-    )
+    wrong = nonzero_at_zero_upstream(site.model, site)
+    if wrong:
+        yield Finding(
+            anchor,
+            f"`{grad.name}` returns a gradient for {_names(wrong)} that is not zero when the upstream `{dy}` is "
+            "zero (evaluated at sample points): the upstream is combined with the local derivative, not "
+            f"multiplied by it, so TensorFlow trains on a gradient even where the loss does not depend on "
+            f"`{site.name}`; multiply: `{dy} * local_derivative`",
+        )
+        return
+    # A gradient transformed on purpose (signSGD's `sign(dy)`), declared so for cglint's runtime.
+    wrong = None if _declared_intentional(site.forward) else not_scaling_with_upstream(site.model, site)
+    if wrong:
+        yield Finding(
+            anchor,
+            f"`{grad.name}` returns a gradient for {_names(wrong)} that does not scale with the upstream `{dy}` "
+            f"(evaluated at sample points, `{dy}` times -2 does not give the gradient times -2): the chain rule "
+            f"multiplies the local derivative by `{dy}`, and TensorFlow trains on a gradient transformed by "
+            f"something else (`{dy}**2`, `sign({dy})`, `abs({dy})`); multiply: `{dy} * local_derivative`",
+        )
+
+
+def _declared_intentional(fn) -> bool:
+    """`# cglint: intentional` on the def line or in the comments directly above it."""
+    if not isinstance(fn, cst.FunctionDef):
+        return False
+    above = []
+    for line in reversed(fn.leading_lines):
+        if line.comment is None:
+            break
+        above.append(line.comment.value)
+    header = getattr(fn.body, "header", None)
+    comments = [*above, *([header.comment.value] if header is not None and header.comment else [])]
+    return any(re.match(r"#\s*cglint:\s*intentional\b", c) for c in comments)
+
+
+def _names(slots: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in slots)
 
 
 # Functions whose result depends on their argument's shape or dtype alone, not its values.

@@ -6,7 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
-from cglint.model.vjp import gradient_shape_mismatch
+from cglint.model.shapes import gradient_shape_mismatch
 from cglint.rules.base import Invalid, Rule
 
 
@@ -20,7 +20,10 @@ class GradientShape(Rule):
     (N, C)). The cause is a reduction over every axis (`tf.reduce_sum(t)`, a scalar) or over the
     wrong ones, where the gradient of a broadcast input is summed over the broadcast axes only.
     A gradient left at the output's shape (code written for inputs of one shape) and a zero
-    gradient (a stop) are not flagged.
+    gradient (a stop) are not flagged, nor a gradient summed over every axis for an input that a
+    call in the module passes a Python number (followed through names, defaults and
+    `tf.convert_to_tensor` / `tf.cast`: `def swish(features, beta=1.0)`), where a scalar is
+    the shape it has. Without such a call an input that broadcasts is taken to be per-channel.
 
     ## Why is this bad?
     TensorFlow 2.21 does not check the shapes a grad fn returns: for `alpha` of shape (3,),
@@ -87,6 +90,32 @@ def bias_relu(x, b):
     return y, grad
 ''',
             at="10:19"),
+        # No call passes `beta` a scalar: it is taken to broadcast, one slope per channel
+        # (TensorFlow 2.21: for `beta` of shape (3,) the gradient came back of shape ()).
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+def swish(features, beta):
+    # beta: one slope per channel
+    features = tf.convert_to_tensor(features)
+    beta = tf.cast(tf.convert_to_tensor(beta), features.dtype)
+
+    @tf.custom_gradient
+    def swish_impl(features, beta):
+        def grad(dy):
+            s = tf.sigmoid(beta * features)
+            activation_grad = s * (1.0 + beta * features * (1.0 - s))
+            beta_grad = tf.reduce_sum(dy * tf.square(features) * s * (1.0 - s))
+            return dy * activation_grad, beta_grad
+
+        y = features * tf.sigmoid(beta * features)
+        return y, grad
+
+    return swish_impl(features, beta)
+''',
+            at="16:42"),
     ]
     VALID = [
         '''
@@ -129,6 +158,29 @@ def prelu(x, alpha):
         return dx, dalpha
 
     return y, grad
+''',
+        # `beta` is a scalar (its default, 1.0, reaches the call): summed over every axis is
+        # right (TensorFlow 2.21: equal to autodiff for a scalar `beta`).
+        '''
+import tensorflow as tf
+
+
+def swish(features, beta=1.0):
+    features = tf.convert_to_tensor(features)
+    beta = tf.cast(tf.convert_to_tensor(beta), features.dtype)
+
+    @tf.custom_gradient
+    def swish_impl(features, beta):
+        def grad(dy):
+            s = tf.sigmoid(beta * features)
+            activation_grad = s * (1.0 + beta * features * (1.0 - s))
+            beta_grad = tf.reduce_sum(dy * tf.square(features) * s * (1.0 - s))
+            return dy * activation_grad, beta_grad
+
+        y = features * tf.sigmoid(beta * features)
+        return y, grad
+
+    return swish_impl(features, beta)
 ''',
     ]
 
