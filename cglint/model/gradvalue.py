@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cglint.model.upstream import every_world
-from cglint.model.vjp import _POINTS, _Check, _Skip
+from cglint.model.vjp import _MATHS_ERRORS, _POINTS, _Check, _Skip
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -36,47 +36,75 @@ def gradient_value_mismatch(model: ModuleModel, site: GradientSite, intentional:
     found: dict[str, tuple[int, str, str]] = {}
 
     def test(check: _Check) -> set[int]:
-        wrong = _mismatched(check, intentional)
-        found.update({check.slots[k]: (k, check.slots[k], d) for k, d in wrong.items()})
+        wrong = _every_shape(check, intentional)
+        for k, d in wrong.items():  # the first world's words: its samples are of both signs
+            found.setdefault(check.slots[k], (k, check.slots[k], d))
         return set(wrong)
 
     names = every_world(model, site, test)
     return ValueMismatch([found[n] for n in names]) if names else None
 
 
-def _mismatched(check: _Check, intentional: bool) -> dict[int, str]:
+def _every_shape(check: _Check, intentional: bool) -> dict[int, str]:
+    """The slots wrong at every shape the forward takes that is tried: every input at one
+    sample shape; each (of several) at the shape that broadcasts against the others (a
+    per-channel `temperature` of (C,) against `x` of (N, C)); and as a scalar (a temperature,
+    a multiplier: `scale_gradient(x, -0.3)`). Code written for one of
+    these is right there: a shape where the gradients have other shapes than their inputs
+    judges nothing (CG018's)."""
+    x_shape, n = check._x_shape(), check.input_slots
+    configs = [[x_shape] * n]
+    if n > 1 and x_shape and n == len(check.site.inputs):  # inputs read by string keys: one shape
+        configs += [[x_shape[1:] if j == i else x_shape for j in range(n)] for i in range(n)]
+        configs += [[() if j == i else x_shape for j in range(n)] for i in range(n)]
+    bad = None
+    for shapes in configs:
+        try:
+            here = _mismatched(check, shapes + list(check.var_shapes), intentional)
+        except (_Skip, *_MATHS_ERRORS):
+            continue
+        bad = here if bad is None else {k: d for k, d in bad.items() if k in here}
+        if not bad:
+            return {}
+    if bad is None:
+        raise _Skip
+    return bad
+
+
+def _mismatched(check: _Check, shapes: list[tuple], intentional: bool) -> dict[int, str]:
+    """The slots the runtime's decision calls wrong at each of a few sample points, each
+    judged as the runtime judges one (two upstreams at the same inputs)."""
     from cglint.runtime import verdict as V  # pure NumPy, no TensorFlow
 
     np = check.np
-    shapes = [check._x_shape()] * check.input_slots + list(check.var_shapes)
-    probes = []
+    bad, points = None, 0
     for _ in range(3 * _POINTS):
-        if len(probes) == _POINTS:
+        if points == _POINTS:
             break
         flat = [check._sample(s) for s in shapes]
         frozen: dict = {}
         y = check._forward(flat, frozen, record=True)
-        if not np.all(np.isfinite(y)):
-            continue
-        dy = check._sample(y.shape)
-        auto = _vjp(check, flat, dy, frozen)
-        if auto is not None:
-            probes.append((flat, dy, frozen, _custom(check, flat, dy), auto))
-    if len(probes) < _POINTS:
+        jacobian = _jacobian(check, flat, frozen, y) if np.all(np.isfinite(y)) else None
+        if jacobian is None:
+            continue  # a pole or a kink: differences say nothing reliable here
+        points += 1
+        dys = [check._sample(y.shape) for _ in range(2)]
+        customs = [_custom(check, flat, dy) for dy in dys]
+        autos = [[np.tensordot(dy, j, axes=dy.ndim) for j in jacobian] for dy in dys]
+        args = [V.Arg(name, "input" if i < check.input_slots else "variable", tuple(np.shape(a)), "float64")
+                for i, (name, a) in enumerate(zip(check.slots, flat))]
+        m = V.Measurements(args, [[dy] for dy in dys], customs, autos)
+        report = V.decide(m, _Measure(check, (flat, dys[0], customs[0], autos[0])),
+                          V.Options(rtol=_RTOL, intentional=intentional))
+        here = {k: r.detail for k, (arg, r) in enumerate(zip(args, report.args))
+                if report.verdict == "mismatch" and r.verdict == "mismatch"
+                and not any(V.close(c[k], a[k], arg, V.Options(rtol=_RTOL), 0.0)[0] for c, a in zip(customs, autos))}
+        bad = here if bad is None else {k: d for k, d in bad.items() if k in here}
+        if not bad:
+            return {}  # right at a point: wrong at every one is the claim
+    if points < _POINTS:
         raise _Skip
-    args = [V.Arg(name, "input" if i < check.input_slots else "variable", tuple(np.shape(a)), "float64")
-            for i, (name, a) in enumerate(zip(check.slots, probes[0][0]))]
-    m = V.Measurements(args, [[dy] for _, dy, *_ in probes], [p[3] for p in probes], [p[4] for p in probes])
-    report = V.decide(m, _Measure(check, probes[0]), V.Options(rtol=_RTOL, intentional=intentional))
-    if report.verdict != "mismatch":
-        return {}
-    out = {}
-    for k, (arg, result) in enumerate(zip(args, report.args)):
-        # Wrong at every sample point, not at one unlucky one.
-        if result.verdict == "mismatch" and all(
-                not V.close(p[3][k], p[4][k], arg, V.Options(rtol=_RTOL), 0.0)[0] for p in probes):
-            out[k] = result.detail
-    return out
+    return bad
 
 
 def _custom(check: _Check, flat: list, dy) -> list:
@@ -94,31 +122,27 @@ def _custom(check: _Check, flat: list, dy) -> list:
     return out
 
 
-def _phi(check: _Check, flat: list, dy, frozen: dict) -> float:
-    """<dy, forward>, with each `stop_gradient` held at its value in `frozen`."""
-    return float(check.np.sum(dy * check._forward(flat, frozen)))
-
-
-def _vjp(check: _Check, flat: list, dy, frozen: dict) -> list | None:
-    """The forward's VJP with `dy` for every slot, one element at a time; None near a kink or a
-    pole, where the two step sizes disagree."""
+def _jacobian(check: _Check, flat: list, frozen: dict, y) -> list | None:
+    """d forward / d slot for every slot (of shape y.shape + the slot's), one element at a time,
+    each `stop_gradient` held at its value in `frozen`; None where the two step sizes disagree."""
     np = check.np
     out = []
     for slot, base in enumerate(flat):
-        g = np.zeros(np.shape(base))
-        for i in np.ndindex(g.shape):
-            slopes = []
+        j = np.zeros(np.shape(y) + np.shape(base))
+        for i in np.ndindex(np.shape(base)):
+            columns = []
             for h in _STEPS:
                 ends = []
                 for sign in (1.0, -1.0):
                     moved = np.array(base, dtype=float)
                     moved[i] += sign * h
-                    ends.append(_phi(check, [moved if j == slot else a for j, a in enumerate(flat)], dy, frozen))
-                slopes.append((ends[0] - ends[1]) / (2 * h))
-            if not (np.isfinite(slopes[0]) and abs(slopes[0] - slopes[1]) <= 1e-6 * max(1.0, abs(slopes[0]))):
+                    ends.append(check._forward([moved if k == slot else a for k, a in enumerate(flat)], frozen))
+                columns.append((ends[0] - ends[1]) / (2 * h))
+            if np.shape(columns[0]) != np.shape(y) or not (
+                    np.all(np.isfinite(columns[0])) and np.all(np.abs(columns[0] - columns[1]) <= 1e-6 * np.maximum(1.0, np.abs(columns[0])))):
                 return None
-            g[i] = slopes[0]
-        out.append(g)
+            j[(Ellipsis, *i)] = columns[0]
+        out.append(j)
     return out
 
 
@@ -127,7 +151,7 @@ class _Measure:
     disagreement (finite differences of the forward itself, a small upstream, staircases)."""
 
     def __init__(self, check: _Check, probe: tuple) -> None:
-        self.check, (self.flat, self.dy, self.frozen, self.custom, self.auto) = check, probe
+        self.check, (self.flat, self.dy, self.custom, self.auto) = check, probe
 
     def _at(self, k: int, step) -> list:
         return [a + step if j == k else a for j, a in enumerate(self.flat)]
