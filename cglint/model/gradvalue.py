@@ -76,12 +76,15 @@ def _mismatched(check: _Check, shapes: list[tuple], intentional: bool) -> dict[i
     judged as the runtime judges one (two upstreams at the same inputs)."""
     from cglint.runtime import verdict as V  # pure NumPy, no TensorFlow
 
+    from cglint.runtime.spec import positive_domain  # the runtime's probes' domains, by name
+
     np = check.np
+    positive = [positive_domain(name) for name in check.slots]
     bad, points = None, 0
     for _ in range(3 * _POINTS):
         if points == _POINTS:
             break
-        flat = [check._sample(s) for s in shapes]
+        flat = [abs(check._sample(s)) if pos else check._sample(s) for s, pos in zip(shapes, positive)]
         frozen: dict = {}
         y = check._forward(flat, frozen, record=True)
         jacobian = _jacobian(check, flat, frozen, y) if np.all(np.isfinite(y)) else None
