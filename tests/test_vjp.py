@@ -633,6 +633,10 @@ def test_an_index_out_of_range_in_the_maths_is_not_evaluable():
     ("(1.0 if not False else 2.0) + (0.0 or 3.0) + (True and 4.0)", 8.0),
     ("float(None is None) + float([] is not None)", 2.0),
     ("len([i for i in range(6) if i != 2 and i < 5])", 4),
+    # Quantisers' level counts and sign parities; the dtypes Keras computes in.
+    ("(1 << 3) - 1", 7.0),
+    ("(3 > 2) ^ (1 > 2) ^ True", False),
+    ("{k: v for k, v in zip(['a', 'b'], [1.0, 2.0])}['b'] + dict(enumerate([5.0]))[0]", 7.0),
 ])
 def test_python_conditions(expr, value):
     import libcst as cst
@@ -808,3 +812,24 @@ def layer(x, slope={default}):
 ])
 def test_a_scalar_gradient_is_right_for_an_input_called_with_a_scalar(default, arg, at):
     assert cg018(PRELU_CALLED.format(default=default, arg=arg)) == at
+
+
+def test_keras_dtype_helpers_evaluate():
+    """`backend.result_type` / `standardize_dtype` of float dtypes are a float dtype (Keras's
+    quantisers compute in it): the cube's derivative read at its output is found."""
+    code = """
+    import tensorflow as tf
+    from keras.src import backend, ops
+
+    @tf.custom_gradient
+    def cube(x):
+        dtype = backend.result_type(backend.standardize_dtype(x.dtype), "float32")
+        y = ops.cast(x, dtype) ** 3
+
+        def grad(dy):
+            return dy * 3.0 * {read} ** 2
+
+        return y, grad
+    """
+    assert cg005(code.format(read="y")) == [(11, 16)]
+    assert cg005(code.format(read="x")) == []

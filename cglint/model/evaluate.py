@@ -46,6 +46,12 @@ def _bounded(op: Callable) -> Callable:
     return run
 
 
+def _whole(a, most: float = math.inf) -> int:
+    if isinstance(a, (int, float)) and a == int(a) and abs(a) <= most:
+        return int(a)
+    raise ValueError("a shift of a non-integer, or too far")
+
+
 def _power(a, b):
     return a ** b
 
@@ -58,13 +64,19 @@ _BINARY = {t: _bounded(op) for t, op in {
     cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b, cst.Multiply: lambda a, b: a * b,
     cst.Divide: lambda a, b: a / b, cst.Power: _power, cst.MatrixMultiply: _matmul,
 }.items()}
-_BINARY.update({cst.BitAnd: _bounded(lambda a, b: a & b), cst.BitOr: _bounded(lambda a, b: a | b)})
+_BINARY.update({cst.BitAnd: _bounded(lambda a, b: a & b), cst.BitOr: _bounded(lambda a, b: a | b),
+                cst.BitXor: _bounded(lambda a, b: a ^ b),
+                # `1 << num_bits`: number literals are read as floats, shifts take whole ones
+                cst.LeftShift: _bounded(lambda a, b: _whole(a) << _whole(b, 64))})
 _COMPARE = {
     cst.LessThan: lambda a, b: a < b, cst.GreaterThan: lambda a, b: a > b,
     cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThanEqual: lambda a, b: a >= b,
     cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b,
     cst.Is: lambda a, b: a is b, cst.IsNot: lambda a, b: a is not b,  # `x is None`
 }
+# Keras's dtype helpers: on float dtypes a float dtype (the evaluator computes in float64).
+_DTYPE_CALLS = frozenset({"keras.src.backend.result_type", "keras.backend.result_type",
+                          "keras.src.backend.standardize_dtype", "keras.backend.standardize_dtype"})
 _CONSTANTS = {"numpy.pi": math.pi, "math.pi": math.pi, "numpy.e": math.e, "math.e": math.e,
               "tensorflow.newaxis": None, "numpy.newaxis": None}
 
@@ -271,6 +283,10 @@ class Evaluator(Interpreter):
             if self.record:
                 self.frozen[id(call)] = value
             return value
+        if qualname in _DTYPE_CALLS and call.args and not any(a.keyword for a in call.args):
+            if all(unwrap(self.value(a.value, scope, depth)) in self.ops.FLOAT_DTYPES for a in call.args):
+                return "float64"
+            raise Unknown(f"{qualname} of a non-float dtype")
         if op == "where" and len(call.args) == 3 and not any(a.keyword for a in call.args):
             return self._where(call, scope, depth)
         fn = self.ops.OPS.get(op) if op is not None else None

@@ -23,7 +23,7 @@ def gradients_by_position(model: ModuleModel, site: GradientSite) -> list[str] |
     grad fn evaluates; None when any follows its variable."""
     if len(site.variables) < 2:
         return None
-    return every_world(model, site, _by_position)
+    return every_world(model, site, lambda check: (_by_position(check),))[0]
 
 
 def _by_position(check: _Check) -> set[int]:

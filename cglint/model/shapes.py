@@ -123,12 +123,16 @@ def _scalar(model: ModuleModel, expr: cst.BaseExpression, scope, depth: int) -> 
         return name in _SAME_SHAPE and _scalar(model, expr.args[0].value, _scope_of(model, expr, scope), depth + 1)
     if isinstance(expr, cst.Name):
         values = model.resolve(expr, scope)
-        return bool(values) and all(
-            _scalar(model, v.node.default, scope, depth + 1) if isinstance(v, Param) and v.node.default is not None
-            else isinstance(v, cst.BaseExpression) and v is not expr and _scalar(model, v, _scope_of(model, v, scope),
-                                                                                  depth + 1)
-            for v in values)
+        return bool(values) and all(_scalar_binding(model, v, expr, scope, depth) for v in values)
     return False
+
+
+def _scalar_binding(model: ModuleModel, value, read: cst.Name, scope, depth: int) -> bool:
+    """A name's binding holds a number: a parameter's default, or an expression."""
+    if isinstance(value, Param):
+        return value.node.default is not None and _scalar(model, value.node.default, scope, depth + 1)
+    return (isinstance(value, cst.BaseExpression) and value is not read
+            and _scalar(model, value, _scope_of(model, value, scope), depth + 1))
 
 
 def _scope_of(model: ModuleModel, node: cst.CSTNode, default):

@@ -20,32 +20,32 @@ _SMALL = 1e-3
 _SCALE = -2.0
 
 
-def nonzero_at_zero_upstream(model: ModuleModel, site: GradientSite) -> list[str] | None:
-    """The inputs and variables whose gradient is not zero when the upstream is zero, at every
-    sample point and in every world where the grad fn evaluates: such a gradient adds something
-    to the upstream (`dy + local`) instead of multiplying. Clipping (`clip_by_value(dy, ...)`)
-    is nonlinear on purpose but zero at zero: not claimed."""
-    return every_world(model, site, _at_zero)
+def not_linear_in_upstream(model: ModuleModel, site: GradientSite) -> tuple[list[str] | None, list[str] | None]:
+    """The inputs and variables whose gradient is not zero when the upstream is zero (it adds
+    something to the upstream, `dy + local`, instead of multiplying), and those whose gradient
+    for a small upstream scaled by -2 is not -2 times the gradient (`dy**2`, `sign(dy)`): each
+    at every sample point and in every world where the grad fn evaluates. Clipping
+    (`clip_by_value(dy, ...)`) is nonlinear on purpose, but zero at zero and the identity for
+    small upstreams: not claimed. One evaluation serves both."""
+    zero, scaling = every_world(model, site, _not_linear, parts=2)
+    return zero, scaling
 
 
-def not_scaling_with_upstream(model: ModuleModel, site: GradientSite) -> list[str] | None:
-    """The inputs and variables whose gradient for a (small) upstream scaled by -2 is not -2
-    times the gradient, at every sample point and in every world where the grad fn evaluates."""
-    return every_world(model, site, _not_scaling)
-
-
-def every_world(model: ModuleModel, site: GradientSite, test: Callable[[_Check], set[int]]) -> list[str] | None:
+def every_world(model: ModuleModel, site: GradientSite, test: Callable[[_Check], tuple[set[int], ...]],
+                parts: int = 1) -> list[list[str] | None]:
+    """For each of the `parts` sets of slots `test` gives: the slots in it in every world where
+    the grad fn evaluates (None where one world has none)."""
     try:
         check = _Check(model, site, reads_output=False)
     except (Unknown, _Skip):
-        return None
+        return [None] * parts
     if check.dy is None or len(check.free) > 2:
-        return None
+        return [None] * parts
     import numpy as np
 
     check.np = np
     check._layout()
-    found: set[int] | None = None
+    found: list[set[int] | None] = [None] * parts
     with np.errstate(all="ignore"):
         for check.positive in (False, True):
             for values in product((0.0, 1.0, -1.0), repeat=len(check.free)):
@@ -56,48 +56,33 @@ def every_world(model: ModuleModel, site: GradientSite, test: Callable[[_Check],
                     bad = test(check)
                 except (Unknown, _Skip, *_MATHS_ERRORS):
                     continue  # not evaluable here
-                if not bad:
-                    return None
-                found = bad if found is None else found & bad
-    return [check.slots[i] for i in sorted(found)] if found else None
+                found = [b if f is None else f & b for f, b in zip(found, bad)]
+                if not any(found):
+                    return [None] * parts
+    return [[check.slots[i] for i in sorted(f)] if f else None for f in found]
 
 
-def _gradients(check: _Check, upstreams: Callable) -> list[list]:
-    """At a few sample points, the gradients (as float arrays, None as 0) for each upstream
-    `upstreams(np, output_shape)` gives; a gradient not finite is not judged."""
+def _not_linear(check: _Check) -> tuple[set[int], set[int]]:
+    """The slots whose gradient is nonzero for a zero upstream at some sample point; those whose
+    gradient does not scale with a small upstream at every sample point."""
     np = check.np
     x_shape = check._x_shape()
-    points = []
+    zero: set[int] = set()
+    scaling: set[int] | None = None
     for _ in range(_POINTS):
         flat = [check._sample(x_shape) for _ in range(check.input_slots)] + [check._sample(s) for s in check.var_shapes]
         y = check._forward(flat, {}, record=True)
-        runs = []
-        for dy in upstreams(y.shape):
-            grads = [np.asarray(0.0 if g is None else g, dtype=float) for g in check._grads(flat, dy, {})]
-            if not all(np.all(np.isfinite(g)) for g in grads):
-                raise _Skip
-            runs.append(grads)
-        points.append(runs)
-    return points
-
-
-def _at_zero(check: _Check) -> set[int]:
-    """The slots whose gradient is nonzero for a zero upstream at some sample point."""
-    points = _gradients(check, lambda shape: [check.np.zeros(shape)])
-    return {i for (grads,) in points for i, g in enumerate(grads) if check.np.any(g != 0.0)}
-
-
-def _not_scaling(check: _Check) -> set[int]:
-    """The slots whose gradient does not scale with a small upstream at every sample point."""
-    np = check.np
-
-    def upstreams(shape):
-        dy = _SMALL * check._sample(shape)
-        return [dy, _SCALE * dy]
-
-    bad: set[int] | None = None
-    for one, scaled in _gradients(check, upstreams):
-        here = {i for i, (g, h) in enumerate(zip(one, scaled))
-                if np.shape(g) != np.shape(h) or not np.allclose(h, _SCALE * g, rtol=1e-6, atol=1e-12)}
-        bad = here if bad is None else bad & here
-    return bad or set()
+        dy = _SMALL * check._sample(y.shape)
+        # Scaling is asked while it holds at every point so far (linear code stops at the first).
+        upstreams = (np.zeros(y.shape), *((dy, _SCALE * dy) if scaling is None or scaling else ()))
+        at_zero, *rest = ([np.asarray(0.0 if g is None else g, dtype=float) for g in check._grads(flat, u, {})]
+                          for u in upstreams)
+        if not all(np.all(np.isfinite(g)) for grads in (at_zero, *rest) for g in grads):
+            raise _Skip  # a gradient not finite is not judged
+        zero |= {i for i, g in enumerate(at_zero) if np.any(g != 0.0)}
+        if rest:
+            one, scaled = rest
+            here = {i for i, (g, h) in enumerate(zip(one, scaled))
+                    if np.shape(g) != np.shape(h) or not np.allclose(h, _SCALE * g, rtol=1e-6, atol=1e-12)}
+            scaling = here if scaling is None else scaling & here
+    return zero, scaling or set()

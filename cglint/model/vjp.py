@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from cglint.cstwalk import Walker
 from cglint.model.evaluate import Evaluator, Unknown, Var
 from cglint.model.interpret import Function
 from cglint.model.scopes import Param
@@ -61,6 +62,21 @@ def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead 
         return check.in_every_world()
 
 
+class _StringKeys(Walker):
+    """`name["key"]` subscripts: the keys read of each name, in source order."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, list[str]] = {}
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        index = node.slice[0].slice if len(node.slice) == 1 else None
+        if (isinstance(node.value, cst.Name) and isinstance(index, cst.Index)
+                and isinstance(index.value, cst.SimpleString)):
+            key = index.value.evaluated_value
+            keys = self.keys.setdefault(node.value.value, [])
+            keys += [key] if isinstance(key, str) and key not in keys else []
+
+
 class _Skip(Exception):
     pass
 
@@ -70,8 +86,8 @@ class _Check:
         self.model, self.site = model, site
         out = site.outputs[0] if len(site.outputs) == 1 else None
         # The output is read by name; where nothing reads it, it may be any expression.
-        if (not isinstance(out, cst.Name if reads_output else cst.BaseExpression) or len(site.grad_fns) != 1 or site.has_varargs or not site.inputs
-                or any(not v.exact for v in site.variables)):
+        if (not isinstance(out, cst.Name if reads_output else cst.BaseExpression) or len(site.grad_fns) != 1
+                or site.has_varargs or not site.inputs or any(not v.exact for v in site.variables)):
             raise _Skip
         self.grad = site.grad_fns[0]
         if self.grad.at is not None:
@@ -103,15 +119,12 @@ class _Check:
 
     def _keys(self, name: str) -> list[str] | None:
         """The string keys an input is read by (`features["a"]`): it is sampled as a dict."""
-        keys: list[str] = []
-        for read in (n for scope in self.site.scopes() for n in scope.reads if n.value == name):
-            node = self.model.parent(read)
-            if isinstance(node, cst.Subscript) and node.value is read and len(node.slice) == 1:
-                index = node.slice[0].slice
-                if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
-                    key = index.value.evaluated_value
-                    keys += [key] if isinstance(key, str) and key not in keys else []
-        return keys or None
+        cache = self.model.__dict__.setdefault("_string_keys", {})
+        if id(self.site.forward) not in cache:  # one walk of the forward per site, not the module's parent table
+            finder = _StringKeys()
+            finder.walk(self.site.forward)
+            cache[id(self.site.forward)] = finder.keys
+        return cache[id(self.site.forward)].get(name) or None
 
     @staticmethod
     def _param(scope, name: str, required: bool = True) -> Param | None:
@@ -132,7 +145,10 @@ class _Check:
         """From `shape=` (add_weight, an initializer's call) or the initial value; dimensions
         the source does not fix are `_DIM`."""
         call = var.created_by
-        scope = self.model.scope_of.get(self._owner_def(call)) or self.model.root
+        scopes = self.model.__dict__.get("_call_scopes")
+        if scopes is None:  # each call's scope, from the model's walk (the parent table costs a walk of its own)
+            scopes = self.model.__dict__["_call_scopes"] = {id(c): sc for c, sc in self.model.all_calls}
+        scope = scopes.get(id(call), self.model.root)
         ev = Evaluator(self.model, {})
         for node in self._calls_in(call):
             shape = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "shape"), None)
@@ -163,11 +179,6 @@ class _Check:
             except (Unknown, ValueError, TypeError):
                 dims.append(_DIM)
         return tuple(dims)
-
-    def _owner_def(self, node: cst.CSTNode):
-        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Lambda)):
-            node = self.model.parent(node)
-        return node
 
     @staticmethod
     def _calls_in(call: cst.Call):

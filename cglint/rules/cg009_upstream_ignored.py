@@ -7,7 +7,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, is_no_gradient
-from cglint.model.upstream import nonzero_at_zero_upstream, not_scaling_with_upstream
+from cglint.model.upstream import not_linear_in_upstream
 from cglint.rules.base import Invalid, Rule
 
 
@@ -255,7 +255,6 @@ def _scaled_square_grad(dy, x, scale):
 def scaled_square(x):
     return 3.0 * x * x, functools.partial(_scaled_square_grad, x=x, scale=3.0)
 ''',
-    
         # signSGD: the upstream's sign on purpose, declared so.
         '''
 import tensorflow as tf
@@ -317,22 +316,21 @@ def _not_a_factor(site: GradientSite, grad) -> Iterator[Finding]:
     returns = [r.value for r in grad.returns if r.value is not None]
     anchor = returns[0] if len(returns) == 1 else grad.anchor
     dy = grad.upstream_names[0]
-    wrong = nonzero_at_zero_upstream(site.model, site)
-    if wrong:
+    at_zero, scaling = not_linear_in_upstream(site.model, site)
+    if at_zero:
         yield Finding(
             anchor,
-            f"`{grad.name}` returns a gradient for {_names(wrong)} that is not zero when the upstream `{dy}` is "
+            f"`{grad.name}` returns a gradient for {_names(at_zero)} that is not zero when the upstream `{dy}` is "
             "zero (evaluated at sample points): the upstream is combined with the local derivative, not "
             f"multiplied by it, so TensorFlow trains on a gradient even where the loss does not depend on "
             f"`{site.name}`; multiply: `{dy} * local_derivative`",
         )
         return
     # A gradient transformed on purpose (signSGD's `sign(dy)`), declared so for cglint's runtime.
-    wrong = None if _declared_intentional(site.forward) else not_scaling_with_upstream(site.model, site)
-    if wrong:
+    if scaling and not _declared_intentional(site.forward):
         yield Finding(
             anchor,
-            f"`{grad.name}` returns a gradient for {_names(wrong)} that does not scale with the upstream `{dy}` "
+            f"`{grad.name}` returns a gradient for {_names(scaling)} that does not scale with the upstream `{dy}` "
             f"(evaluated at sample points, `{dy}` times -2 does not give the gradient times -2): the chain rule "
             f"multiplies the local derivative by `{dy}`, and TensorFlow trains on a gradient transformed by "
             f"something else (`{dy}**2`, `sign({dy})`, `abs({dy})`); multiply: `{dy} * local_derivative`",
