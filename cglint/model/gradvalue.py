@@ -36,7 +36,7 @@ def gradient_value_mismatch(model: ModuleModel, site: GradientSite, intentional:
     found: dict[str, tuple[int, str, str]] = {}
     signed: set[tuple] = set()  # the worlds judged with samples of both signs
 
-    def test(check: _Check) -> set[int]:
+    def test(check: _Check) -> tuple[set[int]]:
         # Positive samples only where both signs judge nothing, as the runtime's probes are
         # signed: at positive samples alone a PReLU is the identity, and its sign error a reversal.
         world = tuple(sorted(check.extra.items()))
@@ -47,9 +47,9 @@ def gradient_value_mismatch(model: ModuleModel, site: GradientSite, intentional:
             signed.add(world)
         for k, d in wrong.items():  # the first world's words: its samples are of both signs
             found.setdefault(check.slots[k], (k, check.slots[k], d))
-        return set(wrong)
+        return (set(wrong),)
 
-    names = every_world(model, site, test)
+    (names,) = every_world(model, site, test)
     return ValueMismatch([found[n] for n in names]) if names else None
 
 
