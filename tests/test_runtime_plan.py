@@ -76,7 +76,10 @@ def test_reachability():
     # Made inside a function: the child calls `make` and checks `inner` where that reaches it.
     assert every["inner"].skip is None
     assert every["inner"].request["reach"] == {"function": "make", "site": "inner", "qualname": "make.<locals>.inner"}
-    assert every["Layer.call"].skip is None  # the child reports that it needs an instance
+    # A method that is itself the custom gradient needs an instance: the child builds the class.
+    assert every["Layer.call"].skip is None
+    assert every["Layer.call"].request["reach"] == {"class": "Layer", "method": "call", "qualname": "Layer.call",
+                                                    "direct": True}
     assert every["mul"].skip is None
 
 
@@ -146,3 +149,11 @@ def test_every_skipped_says_what_would_check_it_with_the_command(tmp_path):
     assert next_step(child_hint, "runtime") == child_hint  # the child's own hint is not doubled
     traced = next_step("the forward creates a tf.Variable on every call", "trace", "m.py")
     assert traced.endswith("to check it: create the variable once outside the forward (CG011), then run the command again")
+
+
+def test_modules_in_mixed_precision_ask_for_a_half_precision_probe():
+    src = "import keras\nimport tensorflow as tf\n\n\n@tf.custom_gradient\ndef op(x):\n    return x, lambda dy: dy\n"
+    for policy, want in (("mixed_float16", "float16"), ("mixed_bfloat16", "bfloat16"), (None, None)):
+        text = src + (f"\nkeras.mixed_precision.set_global_policy('{policy}')\n" if policy else "")
+        (planned,) = plan_file(lint_source(text, "m.py"), True)
+        assert planned.request.get("half") == want

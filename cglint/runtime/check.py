@@ -619,7 +619,9 @@ class _Checker:
                     # small-upstream probe is eager, so it cannot speak for this mode).
                     graph = V.decide(gm, _FiniteDifferencesOnly(self), self.opts)
             except Exception as e:
-                if eager.verdict in ("match", "intentional"):
+                # Failing under tf.function is what training (fit, a compiled step) hits first,
+                # whatever eager mode says (a mismatch included: NumPy in a grad fn runs eagerly).
+                if eager.verdict in ("match", "intentional", "mismatch"):
                     modes["tf.function"] = "error"
                     return self._report("error", f"{self._graph_failure(e)} (eager: "
                                         f"{eager.detail})", eager.args, modes=modes)
@@ -647,7 +649,7 @@ class _Checker:
 
 def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variables=None,
                    intentional=False, graph=True, order=1, complex_probe=False,
-                   float64_rerun=True) -> GradientReport:
+                   float64_rerun=True, half_probe: str | None = None) -> GradientReport:
     """Checks the custom gradient of `fn` at `inputs` against TensorFlow autodiff.
 
     `fn` is a `tf.custom_gradient`-decorated function (or the raw forward returning
@@ -657,7 +659,9 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
     probe also run under `tf.function`, where eager-only code fails (`error`) and `variables`
     comes sorted by name. `order=2` also compares the second derivative (nested tapes) and the
     forward-mode JVP with autodiff's. `complex_probe` re-runs with complex inputs when the forward
-    accepts them. A float32 match near the float32 noise floor is re-run in float64 when the
+    accepts them. `half_probe` ("float16"/"bfloat16", for modules that train in mixed precision)
+    re-runs with float32 inputs cast to it, where a grad fn that fixes float32 returns a gradient in
+    the wrong dtype. A float32 match near the float32 noise floor is re-run in float64 when the
     function accepts it (`float64_rerun`). `report.modes` says what ran and its verdict. Never
     raises for problems in the checked code: they become the verdict.
     """
@@ -679,8 +683,12 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
         report = _rerun_float64(fn, inputs, report, checker, kw)
     if complex_probe and report.verdict == "match":
         report = _complex_probe(fn, inputs, report, checker, kw)
+    if half_probe and report.verdict in ("match", "intentional"):
+        report = _half_probe(fn, inputs, report, kw, half_probe)
     if float64_rerun and ((report.verdict, report.reference) == ("match", "autodiff") or _both_not_finite(report)):
         report = _float64_reference(fn, report, checker)
+    if float64_rerun and report.verdict == "match":
+        report = _wide_probe(fn, inputs, report, kw)
     return report
 
 
@@ -787,6 +795,58 @@ def _rerun_float64(fn, inputs, report, checker, kw) -> GradientReport:
     if again.verdict == "match":
         report.detail += f" (float32 at its noise floor; float64 re-run: {again.detail})"
         report.modes = {**report.modes, "float64": "match"}
+    return report
+
+
+_WIDE = 100.0  # |x| where exp overflows float32 (88.7) and naive log(1 + e^x) / e^x / (1 + e^x) fail
+
+
+def _wide_probe(fn, inputs, report, kw) -> GradientReport:
+    """The same check at inputs of large magnitude (the sample rescaled to |x| up to 100), where a
+    forward written to be stable stays finite: a grad fn that is NaN or inf there (e^x / (1 + e^x)
+    for a stable softplus) poisons training once activations grow. Claimed only for a non-finite
+    custom gradient where the reference is finite; a smaller relative error there may be
+    harmless underflow (a gradient of 1e-44 returned as 0)."""
+
+    def widen(t):
+        top = float(tf.reduce_max(tf.abs(t))) if tf.size(t) else 0.0
+        return t * tf.cast(_WIDE / top, t.dtype) if top > 0 else t
+
+    wide = _recast(inputs, {tf.float32: widen, tf.float64: widen})
+    if wide is None or all(w is x for w, x in zip(wide, inputs)):
+        return report
+    try:
+        forward, _ = resolve(fn)
+        ys = [tf.convert_to_tensor(y) for y in tf.nest.flatten(forward(*wide)[0])]
+        if not all(bool(tf.reduce_all(tf.math.is_finite(y))) for y in ys if _is_float(y.dtype)):
+            return report  # the forward itself overflows there: nothing to say of its gradient
+    except Exception:
+        return report
+    again = check_gradient(fn, *wide, **{**kw, "probes": 1})
+    if again.verdict == "mismatch" and any(
+            a.verdict == "mismatch" and "is not finite" in a.detail for a in again.args):
+        again.detail = (f"at inputs of large magnitude (|x| up to {_WIDE:.0f}), where the forward is "
+                        f"finite: {again.detail} (at the first sample it {report.detail})")
+        again.modes = {**report.modes, "wide": "mismatch"}
+        return again
+    report.modes = {**report.modes, "wide": again.verdict}
+    return report
+
+
+def _half_probe(fn, inputs, report, kw, dtype: str) -> GradientReport:
+    """The module trains in mixed precision: the same check with float32 inputs cast to float16
+    (or bfloat16), as a mixed policy's layers hand them over. Only a gradient returned in another
+    dtype than its input is claimed there; values were compared in float32 already."""
+    half = getattr(tf, dtype)
+    cast = _recast(inputs, {tf.float32: lambda t: tf.cast(t, half)})
+    if cast is None or all(c is x for c, x in zip(cast, inputs)) or forward_failure(fn, *cast) is not None:
+        return report
+    again = check_gradient(fn, *cast, **{**kw, "probes": 2})
+    report.modes = {**report.modes, dtype: again.verdict}
+    if again.verdict == "mismatch" and any(V.WRONG_DTYPE in a.detail for a in again.args):
+        again.detail = f"with {dtype} inputs (the module uses mixed precision): {again.detail}"
+        again.modes = report.modes
+        return again
     return report
 
 

@@ -241,7 +241,8 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
                             atol=request.get("atol"), probes=request.get("probes", 3),
                             intentional=bool(request.get("intentional", False)),
                             order=int(request.get("order", 1)),
-                            complex_probe=bool(request.get("complex", False)))
+                            complex_probe=bool(request.get("complex", False)),
+                            half_probe=request.get("half"))
     return {**report.to_dict(), "inputs": spec_text}
 
 
@@ -313,9 +314,7 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
     tracer.local.busy = False  # paused again below: the child's other checks are not traced
     try:
         failures = []
-        for instance in instances:
-            # A layer is called through __call__, which builds it from the input's shape.
-            method = instance if reach["method"] in ("call", "__call__") else getattr(instance, reach["method"])
+        for instance, method in _callers(instances, reach):
             for spec_text in candidate_specs(source, qualname, _with_size(request.get("shapes"), cls)):
                 try:
                     inputs = build_inputs(parse_spec(spec_text), instrument_params(source, qualname), module, seed)
@@ -332,6 +331,19 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
         tracer.sinks.remove(events.append)
         tracer.local.busy = True
     return _not_reached(qualname, failures, seed)
+
+
+def _callers(instances: list, reach: dict):
+    """What to call on each instance: a layer through `__call__`, which builds it from the input's
+    shape. A method that is itself the custom gradient (`reach["direct"]`) is tried after the
+    instance's own call, which builds a Keras layer's weights first and may reach it."""
+    for instance in instances:
+        if reach["method"] in ("call", "__call__"):
+            yield instance, instance
+            continue
+        if reach.get("direct") and callable(instance):
+            yield instance, instance
+        yield instance, getattr(instance, reach["method"])
 
 
 def _reached(events: list[dict], qualname: str, spec_text: str, seed: int) -> dict | None:
@@ -403,6 +415,12 @@ def check_by_calling(module, source: str, request: dict, seed: int) -> dict:
                        f"{_TRACE_HINT}", seed)
 
     try:
+        for name in reach.get("applied", []):
+            # The module's own applications of a decorator factory: its arguments, not made-up ones.
+            if callable(applied := getattr(module, name, None)):
+                for spec_text, before, _ in attempts(applied, name, 8):
+                    if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
+                        return got
         for spec_text, before, made in attempts(outer, reach["function"], 8):
             if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
                 return judged(got)

@@ -25,6 +25,8 @@ _EXAMPLE = re.compile(r"#\s*cglint:\s*example\s+(?P<spec>.+?)\s*$")
 _INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
 # A module that works with complex numbers: its custom gradients get complex probes too.
 _COMPLEX = re.compile(r"\bcomplex(64|128)\b|tf\.complex\(|\bconj\(|\b\d+(\.\d*)?j\b")
+# Mixed precision: the runtime also tries half-precision inputs (a grad fn that fixes float32).
+_HALF = re.compile(r"\bmixed_b?float16\b|\bb?float16\b")
 # Calls whose first argument is a shape or a literal value: their result's shape is known.
 _SHAPED = {"tensorflow.zeros", "tensorflow.ones", "tensorflow.random.normal", "tensorflow.random.uniform",
            "tensorflow.fill", "tensorflow.random.truncated_normal"}
@@ -81,6 +83,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             request["order"] = 2  # the documented higher-order pattern: check what it is for
         if _COMPLEX.search(result.source):
             request["complex"] = True
+        if half := _HALF.search(result.source):
+            request["half"] = "bfloat16" if "bfloat16" in half.group(0) else "float16"
         if any(_INTENTIONAL.search(c) for c in comments):
             request["intentional"] = True
         name, skip = _import_name(model, site)
@@ -88,6 +92,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
         if skip is not None and (owner := _owning_method(model, site) or _owning_function(model, site)) is not None:
             request["reach"] = owner  # the child builds the class or calls the function that makes it
             skip = None
+        elif skip is None and "inputs" not in request and (owner := _decorated_method(model, site)) is not None:
+            request["reach"] = owner  # a method needs an instance: the child builds the class
         planned.append(Planned(site, start, request, mine, skip, end))
     return planned
 
@@ -197,6 +203,39 @@ def _owning_method(model: ModuleModel, site: GradientSite) -> dict | None:
     return None
 
 
+def _decorated_with(model: ModuleModel, factory: str) -> list[str]:
+    """Module-level functions the module decorates with `factory` (`@straight_through(clip=1.0)
+    def binarize(x)`): calling them reaches the custom gradient the factory makes with the
+    module's own arguments, where calling the factory itself would need made-up ones."""
+    out = []
+    for stmt in model.module.body:
+        if isinstance(stmt, cst.FunctionDef):
+            for d in stmt.decorators:
+                expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+                if isinstance(expr, cst.Name) and expr.value == factory:
+                    out.append(stmt.name.value)
+                    break
+    return out[:4]
+
+
+def _decorated_method(model: ModuleModel, site: GradientSite) -> dict | None:
+    """A method of a module-level class that is itself the custom gradient (`@tf.custom_gradient
+    def _affine(self, x)`): it needs an instance, so the child builds the class, calls the
+    instance (a Keras layer builds its weights on its first call, and its `call` may reach the
+    method) and then the method, as `_owning_method`'s sites are reached."""
+    if not isinstance(site.forward, cst.FunctionDef):
+        return None
+    outer = model.scope_of[site.forward].parent
+    if outer is None or not isinstance(outer.node, cst.ClassDef) or outer.parent is not model.root:
+        return None
+    if any(isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
+           for d in site.forward.decorators):
+        return None  # reachable by import
+    cls = outer.node.name.value
+    return {"class": cls, "method": site.forward.name.value, "qualname": f"{cls}.{site.forward.name.value}",
+            "direct": True}
+
+
 def _owning_function(model: ModuleModel, site: GradientSite) -> dict | None:
     """A custom gradient made inside a module-level function (a closure over its arguments, a
     factory returning it, a wrapper): that function, and the site's qualified name as Python
@@ -208,8 +247,11 @@ def _owning_function(model: ModuleModel, site: GradientSite) -> dict | None:
     names = [site.name]
     while scope is not None and isinstance(scope.node, cst.FunctionDef):
         if scope.parent is model.root:
-            return {"function": scope.node.name.value, "site": site.name,
-                    "qualname": ".".join([scope.node.name.value, "<locals>"] + names)}
+            outer = scope.node.name.value
+            owner = {"function": outer, "site": site.name, "qualname": ".".join([outer, "<locals>"] + names)}
+            if applied := _decorated_with(model, outer):
+                owner["applied"] = applied
+            return owner
         names = [scope.node.name.value, "<locals>"] + names
         scope = scope.parent
     return None

@@ -27,6 +27,7 @@ from .report import ArgResult, GradientReport
 # mathematically equal but differently rounded formulas while still catching a 1e-3 error.
 DEFAULT_RTOL = {"float16": 1e-2, "bfloat16": 3e-2, "float32": 2e-5, "float64": 1e-10,
                 "complex64": 2e-5, "complex128": 1e-10}
+WRONG_DTYPE = "TensorFlow accepts the gradient in the wrong dtype"  # an argument detail others look for
 # Finite differences are only as good as their dtype: central differences in float64 with
 # h ~ 1e-6 reach ~1e-8; float32 ones are coarse and only used when float64 is impossible.
 FD_TOL = {"float64": 1e-5, "other": 3e-2}
@@ -244,7 +245,7 @@ class _Decider:
                               "broadcasts")
             elif np.asarray(c).dtype.name != arg.dtype and arg.dtype in DEFAULT_RTOL:
                 flagged[k] = (f"d/{arg.name} is {np.asarray(c).dtype.name} but {arg.name} is "
-                              f"{arg.dtype}: TensorFlow accepts the gradient in the wrong dtype")
+                              f"{arg.dtype}: {WRONG_DTYPE}")
         return None, flagged
 
     def upstream_ignored(self) -> GradientReport | None:

@@ -287,6 +287,63 @@ def test_reversal_scaled_by_an_input_is_intentional_only_on_an_identity_forward(
     assert check_gradient(sine, x, s).verdict == "mismatch"
 
 
+def test_a_gradient_not_finite_at_large_inputs_where_the_forward_is_is_a_mismatch():
+    """A softplus written to be stable, whose grad fn computes e^z / (1 + e^z): right at small
+    inputs, NaN once z > 88. The stable sigmoid form stays a match; so does a gradient that merely
+    underflows (y * (1 - y) is 0 where the true value is 1e-44)."""
+
+    @tf.custom_gradient
+    def softplus_naive_grad(z):
+        y = tf.maximum(z, 0.0) + tf.math.log1p(tf.exp(-tf.abs(z)))
+        return y, lambda dy: dy * tf.exp(z) / (1.0 + tf.exp(z))
+
+    @tf.custom_gradient
+    def softplus_stable_grad(z):
+        y = tf.maximum(z, 0.0) + tf.math.log1p(tf.exp(-tf.abs(z)))
+        return y, lambda dy: dy * tf.sigmoid(z)
+
+    @tf.custom_gradient
+    def sigmoid(x):
+        y = tf.sigmoid(x)
+        return y, lambda dy: dy * y * (1.0 - y)
+
+    x = tf.constant([[1.0, -0.5, 0.3], [-0.5, 1.2, -1.3]])
+    r = check_gradient(softplus_naive_grad, x)
+    assert r.verdict == "mismatch" and "large magnitude" in r.detail and "not finite" in r.detail, r.detail
+    assert r.modes["wide"] == "mismatch"
+    for f in (softplus_stable_grad, sigmoid):
+        r = check_gradient(f, x)
+        assert (r.verdict, r.modes["wide"]) == ("match", "match"), r.detail
+
+
+def test_half_probe_finds_a_gradient_fixed_to_float32_under_mixed_precision():
+    """Statistics in float32 (as mixed-precision norms do) and a grad fn that forgets to cast back:
+    at float32 inputs nothing shows; at the float16 a mixed_float16 layer passes, TensorFlow takes
+    the float32 gradient silently. The grad fn that casts back stays a match."""
+
+    def make(cast_back):
+        @tf.custom_gradient
+        def rms_normalize(x):
+            x32 = tf.cast(x, tf.float32)
+            inv = tf.math.rsqrt(tf.reduce_mean(tf.square(x32), axis=-1, keepdims=True) + 1e-6)
+            y32 = x32 * inv
+
+            def grad(dy):
+                dy32 = tf.cast(dy, tf.float32)
+                dx = inv * (dy32 - y32 * tf.reduce_mean(dy32 * y32, axis=-1, keepdims=True))
+                return tf.cast(dx, x.dtype) if cast_back else dx
+
+            return tf.cast(y32, x.dtype), grad
+        return rms_normalize
+
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]])
+    r = check_gradient(make(False), x, half_probe="float16")
+    assert r.verdict == "mismatch" and "d/x is float32 but x is float16" in r.detail, r.detail
+    assert check_gradient(make(False), x).verdict == "match"  # float32 alone shows nothing
+    r = check_gradient(make(True), x, half_probe="float16")
+    assert (r.verdict, r.modes["float16"]) == ("match", "match"), r.detail
+
+
 def test_declared_intentional_turns_mismatch_into_intentional():
     r = check_gradient(dense_tan("cos(y)"), x_for(), intentional=True)
     assert r.verdict == "intentional"

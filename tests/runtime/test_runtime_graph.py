@@ -32,6 +32,22 @@ def test_numpy_in_grad_fn_is_an_error_under_tf_function():
     assert "(eager: matches autodiff" in report.detail
 
 
+@tf.custom_gradient
+def numpy_clipped_grad(x):
+    """Clips the gradient at a NumPy percentile: eagerly a deliberate difference from autodiff,
+    under tf.function (fit, a compiled step) a NotImplementedError."""
+    def grad(dy):
+        limit = np.percentile(np.abs(dy), 50)
+        return tf.clip_by_value(dy, -limit, limit) * tf.cos(x)
+    return tf.sin(x), grad
+
+
+def test_a_grad_fn_that_differs_eagerly_and_fails_under_tf_function_is_an_error():
+    report = check_gradient(numpy_clipped_grad, tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]]))
+    assert (report.verdict, report.modes["eager"], report.modes["tf.function"]) == ("error", "mismatch", "error")
+    assert report.detail.startswith("under tf.function: NotImplementedError") and "(eager: d/x off by" in report.detail
+
+
 def test_variable_created_in_forward_is_an_error_under_tf_function():
     report = check_gradient(variable_inside, X)
     assert report.verdict == "error" and "tf.function" in report.detail and "Variable" in report.detail
@@ -57,4 +73,4 @@ def clip_and_count(x):
 
 def test_integer_and_bool_outputs_upstreams_are_tensors_under_tf_function_too():
     report = check_gradient(clip_and_count, X)
-    assert (report.verdict, report.modes) == ("match", {"eager": "match", "tf.function": "match"}), report
+    assert (report.verdict, report.modes) == ("match", {"eager": "match", "tf.function": "match", "wide": "match"}), report
