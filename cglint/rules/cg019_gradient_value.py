@@ -170,6 +170,36 @@ def clipped_tanh(x):
 
     return t, grad
 ''',
+        # A per-channel temperature, (C,) against `x` of (N, C): its gradient summed over the
+        # batch is right there (TensorFlow 2.21: equal to autodiff), at the shape it is for.
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def tempered_sigmoid(x, temperature):
+    s = tf.sigmoid(x / temperature)
+
+    def grad(ds):
+        d = ds * s * (1.0 - s)
+        return d / temperature, -tf.reduce_sum(d * x, axis=0) / tf.square(temperature)
+
+    return s, grad
+''',
+        # A gradient multiplier of an identity forward, its strength an input.
+        '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def scale_gradient(x, multiplier):
+    def grad(dy):
+        return dy * multiplier, None
+
+    return tf.identity(x), grad
+
+
+def domain_head(features):
+    return scale_gradient(features, -0.3)
+''',
         # A surrogate gradient declared as such.
         '''
 import tensorflow as tf
