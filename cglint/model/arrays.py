@@ -239,8 +239,20 @@ def _logsumexp(input_tensor=None, axis=None, keepdims=False, name=None, x=None):
     return out if keepdims else np.squeeze(out, axis=_axis(axis))
 
 
+def _clip_by_norm(t, clip_norm, axes=None, name=None):
+    a = _f(t)
+    norm = np.sqrt(np.sum(a * a, axis=_axis(axes), keepdims=True))
+    return a * _f(clip_norm) / np.maximum(norm, _f(clip_norm))  # TensorFlow's: unchanged under the norm
+
+
+def _concat(values, axis, name=None):
+    parts = [_f(v) for v in values]
+    fits((sum(int(np.size(p)) for p in parts),))
+    return np.concatenate(parts, axis=int(axis))
+
+
 # Normalisations, stable as TensorFlow's kernels are (`keras.ops.softmax(x, axis=-1)` too).
-OPS.update({"softmax": lambda *a, **k: np.exp(_log_softmax(*a, **k)), "log_softmax": _log_softmax,
+OPS.update({"clip_by_norm": _clip_by_norm, "concat": _concat, "softmax": lambda *a, **k: np.exp(_log_softmax(*a, **k)), "log_softmax": _log_softmax,
             "reduce_logsumexp": _logsumexp, "logsumexp": _logsumexp})
 
 
