@@ -101,6 +101,27 @@ def test_a_symbolic_call_the_process_never_checked_is_skipped_with_the_reason(tm
     assert not report.failing(runtime)
 
 
+def test_a_forward_that_raised_in_tensorflow_is_an_error_only_if_no_call_ever_ran(tmp_path):
+    """tf.function stacked under the custom gradient raises at every call (its forward returns a
+    function): no check can run, and the failure is the verdict. Where another call ran and was
+    checked, a failure on some input is the program's business, not the gradient's."""
+    (tmp_path / "ops.py").write_text(SOURCE)
+    fn = {"path": str(tmp_path / "ops.py"), "firstlineno": 13, "qualname": "fine"}
+    raised = {"event": "raised", "function": fn, "where": "forward",
+              "message": "TypeError: To be compatible with tf.function, Python functions must return zero or more "
+                         "Tensors", "at": str(tmp_path / "ops.py") + ":16"}
+    skipped = {"event": "check", "function": fn, "how": "eager", "signature": "(float32[3])", "covers": [],
+               "report": {"verdict": "skipped", "detail": "forward raised on these inputs: TypeError: ..."}}
+    _, runtime = report.build(report.group([skipped, raised]), cwd=tmp_path)
+    (r,) = runtime
+    assert r["verdict"] == "error" and r["detail"].startswith(
+        "the forward raised at every call the command made: TypeError: To be compatible with tf.function"), r
+    match = {**skipped, "report": {"verdict": "match", "reference": "autodiff", "max_rel_error": 0.0,
+                                   "detail": "matches autodiff to 0"}}
+    _, runtime = report.build(report.group([match, raised]), cwd=tmp_path)
+    assert [x["verdict"] for x in runtime] == ["match"]
+
+
 def test_no_events_says_nothing_was_checked():
     assert report.build([]) == ([], [])
     assert report.summary_line([], 3) == ("cglint trace: no custom gradient was called; nothing was checked "

@@ -735,7 +735,7 @@ def _float64_reference(fn, report: GradientReport, checker: "_Checker") -> Gradi
     for arg, c, a, ref in zip(checker.argl, customs, autos, refs):
         if ref is None:
             continue
-        r = ref.numpy()
+        r = _to_numpy(ref)
         if not np.all(np.isfinite(r)):
             continue
         if c is None:

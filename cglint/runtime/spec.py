@@ -417,11 +417,16 @@ def _positional_count(source: str, qualname: str) -> int | None:
 
 # Calls whose first argument is a boolean condition or mask.
 _BOOL_FIRST = {"where", "boolean_mask", "logical_and", "logical_or", "logical_not", "logical_xor"}
+# Ops whose argument at this position is integer indices into another input (rows 0 and 1 exist in
+# every candidate shape with a leading dimension of 2 or more; repeats are where gradients must sum).
+_INDEX_AT = {"gather": 1, "embedding_lookup": 1, "one_hot": 0, "unsorted_segment_sum": 1,
+             "unsorted_segment_mean": 1, "unsorted_segment_max": 1, "gather_nd": 1}
 
 
 def roles(source: str, qualname: str) -> dict[str, object]:
     """How the forward uses its parameters, where that fixes what an input must be: "bool" for
-    a condition or mask (`tf.where(mask, ...)`, `~mask`), a tuple of keys for a dict indexed by
+    a condition or mask (`tf.where(mask, ...)`, `~mask`), "index" for ids into another input
+    (`tf.gather(table, ids)`), a tuple of keys for a dict indexed by
     string keys (`features["a"]`)."""
     try:
         tree = ast.parse(source)
@@ -434,6 +439,10 @@ def roles(source: str, qualname: str) -> dict[str, object]:
     out: dict[str, object] = {}
     keys: dict[str, list[str]] = {}
     for n in ast.walk(node):
+        if isinstance(n, ast.Call) and _call_name(n) in _INDEX_AT and len(n.args) > _INDEX_AT[_call_name(n)]:
+            a = n.args[_INDEX_AT[_call_name(n)]]
+            if isinstance(a, ast.Name) and a.id in names:
+                out[a.id] = "index"
         if isinstance(n, ast.Call) and _call_name(n) in _BOOL_FIRST and n.args:
             for a in (n.args[:2] if _call_name(n).startswith("logical_") else n.args[:1]):
                 if isinstance(a, ast.Name) and a.id in names:
@@ -456,6 +465,8 @@ def _one(name: str, shape: tuple, hint: str | None, role: object = None) -> str:
         return hint
     if role == "bool":
         return f"normal({', '.join(str(d) for d in shape)}{', ' if shape else ''}dtype=bool)"
+    if role == "index":
+        return f"uniform({', '.join(str(d) for d in shape)}{', ' if shape else ''}low=0, high=2, dtype=int32)"
     if isinstance(role, tuple):
         return "{" + ", ".join(f"{k!r}: {_one(k, shape, None)}" for k in role) + "}"
     dims = ", ".join(str(d) for d in shape)

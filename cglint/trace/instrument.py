@@ -62,6 +62,7 @@ def message_of(exc: BaseException, limit: int = 300) -> str:
     Errors raised while tracing a tf.function read "in user code: <frames> ... <message>":
     the message is the last line then."""
     text = _VAR_REPR.sub(lambda m: repr(m.group(1)), str(exc))
+    text = re.sub(r" at 0x[0-9a-f]+>", ">", text)  # object addresses change from run to run
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not lines:
         return type(exc).__name__
@@ -72,6 +73,7 @@ def message_of(exc: BaseException, limit: int = 300) -> str:
 
 def _code(f) -> Any:
     f = getattr(f, "__func__", f)
+    f = getattr(f, "python_function", f)  # a tf.function used as the forward: the user's function
     while isinstance(f, functools.partial):
         f = f.func
     return getattr(getattr(f, "__func__", f), "__code__", None)
@@ -413,10 +415,14 @@ class Tracer:
             tb = e.__traceback__
             while tb is not None and tb.tb_next is not None:
                 tb = tb.tb_next
-            # Only what TensorFlow's machinery raised (the innermost frame is its code): an error
-            # in the forward's own body is the user's bug, not the custom-gradient contract.
+            # What TensorFlow's custom-gradient machinery raised is the contract's verdict. What
+            # TensorFlow raised elsewhere (an op, tf.function's own checks) is noted as the
+            # forward's failure: the verdict only if no call of the function ever ran (a user's own
+            # `raise` is deliberate validation, not noted).
             if tb is not None and tb.tb_frame.f_code.co_filename.endswith(_CG_FILE):
                 self.raised(rec, e, "call")
+            elif tb is not None and is_library(tb.tb_frame.f_code.co_filename):
+                self.raised(rec, e, "forward")
             raise
         finally:
             stack.pop()

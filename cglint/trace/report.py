@@ -112,12 +112,15 @@ def _how_checked(check: dict) -> str:
 def verdict_of(fn: Function) -> dict:
     """The function's verdict: an error TensorFlow raised while the program ran wins (it is a
     confirmation, whatever a check on other inputs said), else the worst check."""
-    if fn.raised:
-        r = fn.raised[0]
+    contract = [r for r in fn.raised if r.get("where") != "forward"]
+    ran = any(c["report"].get("verdict") != "skipped" for c in fn.checks)
+    if contract or (fn.raised and not ran):
+        r = (contract or fn.raised)[0]
         at = r.get("at")
         where = f" at {_display_path(at, Path.cwd())}" if at else ""
+        detail = r["message"] if contract else f"the forward raised at every call the command made: {r['message']}"
         return {"verdict": "error", "reference": None, "max_rel_error": None,
-                "detail": r["message"], "checked": f"raised while the command ran{where}"}
+                "detail": detail, "checked": f"raised while the command ran{where}"}
     if fn.checks:
         worst = max(fn.checks, key=lambda c: _RANK.get(c["report"].get("verdict"), 0))
         summary = {k: worst["report"].get(k) for k in _SUMMARY_KEYS}

@@ -97,3 +97,32 @@ def test_varargs_arity_comes_from_call_sites_and_hints_fix_parameters():
     assert number == -0.3 and type(number) is float
     with pytest.raises(SpecError):
         parse_spec("int(2.5)")
+
+
+LOOKUP = '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def lookup(table, ids):
+    def grad(dy):
+        rows = tf.reshape(dy, [-1, tf.shape(table)[-1]])
+        flat = tf.reshape(ids, [-1, 1])
+        return tf.tensor_scatter_nd_{how}(tf.zeros_like(table), flat, rows), None
+    return tf.gather(table, ids), grad
+'''
+
+
+@pytest.mark.parametrize("how, verdict", [("add", "match"), ("update", "mismatch")])
+def test_ids_into_another_input_are_integer_rows_with_repeats(tmp_path, how, verdict):
+    """`tf.gather(table, ids)`: ids are integers within the table's rows, repeated, where a grad fn
+    that overwrites (tensor_scatter_nd_update) instead of summing the rows differs."""
+    from cglint.runtime.child import check_one, import_by_path
+
+    source = LOOKUP.format(how=how)
+    (spec, *_) = candidate_specs(source, "lookup")
+    assert "dtype=int32" in spec.split("), ")[1], spec
+    path = tmp_path / f"lookup_{how}.py"
+    path.write_text(source)
+    got = check_one(import_by_path(str(path)), source, {"function": "lookup"}, seed=0)
+    assert got["verdict"] == verdict, got

@@ -411,6 +411,24 @@ def test_trace_reports_a_crash_in_a_grad_fn_at_its_line(tmp_path):
     assert entry["checked"] == f"raised while the command ran at prog.py:{line_of(tmp_path / 'prog.py', 'SCALES[')}"
 
 
+def test_trace_reports_a_tf_function_forward_that_raises_at_every_call(tmp_path):
+    """tf.function stacked under the custom gradient: the forward returns (y, grad_fn), which
+    tf.function refuses at every call, before any gradient. No check can run; the failure,
+    raised inside TensorFlow, is the function's verdict."""
+    (tmp_path / "prog.py").write_text(
+        "import tensorflow as tf\n\n\ndef gelu_grad(x):\n    def grad(dy):\n        return dy * tf.sigmoid(1.702 * x)\n\n"
+        "    return x * tf.sigmoid(1.702 * x), grad\n\n\ngelu = tf.custom_gradient(tf.function(gelu_grad))\n"
+        "x = tf.constant([1.0, 2.0])\nwith tf.GradientTape() as tape:\n    tape.watch(x)\n    y = gelu(x)\n")
+    out = tmp_path / "report.json"
+    proc = trace(sys.executable, "prog.py", cwd=tmp_path, options=("--output-format", "json", "--output-file", out))
+    assert proc.returncode == 1 and "To be compatible with tf.function" in proc.stderr  # the program's own
+    (entry,) = json.loads(out.read_text())["runtime"]
+    assert (entry["function"], entry["verdict"]) == ("gelu_grad", "error"), entry
+    assert entry["detail"].startswith("the forward raised at every call the command made: TypeError: To be "
+                                      "compatible with tf.function"), entry
+    assert " at 0x" not in entry["detail"]
+
+
 def test_trace_checks_inputs_over_the_budget_on_a_slice(real_shapes):
     _, _, by_name = real_shapes
     wide = by_name["wide_tanh"]
