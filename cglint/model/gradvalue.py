@@ -57,9 +57,8 @@ def _every_shape(check: _Check, intentional: bool) -> dict[int, str]:
     """The slots wrong at every shape the forward takes that is tried: every input at one
     sample shape; each (of several) at the shape that broadcasts against the others (a
     per-channel `temperature` of (C,) against `x` of (N, C)); and as a scalar (a temperature,
-    a multiplier: `scale_gradient(x, -0.3)`). Code written for one of
-    these is right there: a shape where the gradients have other shapes than their inputs
-    judges nothing (CG018's)."""
+    a multiplier: `scale_gradient(x, -0.3)`). Code written for one of these is right there; a
+    shape where the gradients have other shapes than their inputs judges nothing (CG018's)."""
     x_shape, n = check._x_shape(), check.input_slots
     configs = [[x_shape] * n]
     if n > 1 and x_shape and n == len(check.site.inputs):  # inputs read by string keys: one shape
@@ -83,8 +82,9 @@ def _mismatched(check: _Check, shapes: list[tuple], intentional: bool) -> dict[i
     """The slots the runtime's decision calls wrong at each of a few sample points, each
     judged as the runtime judges one (two upstreams at the same inputs)."""
     from cglint.runtime import verdict as V  # pure NumPy, no TensorFlow
-
-    from cglint.runtime.spec import positive_domain  # the runtime's probes' domains, by name
+    from cglint.runtime.spec import (
+        positive_domain,  # the runtime's probes' domains, by name
+    )
 
     np = check.np
     positive = [positive_domain(name) for name in check.slots]
