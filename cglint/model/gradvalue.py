@@ -81,10 +81,9 @@ def _every_shape(check: _Check, intentional: bool) -> dict[int, str]:
 def _mismatched(check: _Check, shapes: list[tuple], intentional: bool) -> dict[int, str]:
     """The slots the runtime's decision calls wrong at each of a few sample points, each
     judged as the runtime judges one (two upstreams at the same inputs)."""
-    from cglint.runtime import verdict as V  # pure NumPy, no TensorFlow
-    from cglint.runtime.spec import (
-        positive_domain,  # the runtime's probes' domains, by name
-    )
+    # The runtime's decision (pure NumPy, no TensorFlow) and its probes' domains, by name.
+    from cglint.runtime import verdict as V
+    from cglint.runtime.spec import positive_domain
 
     np = check.np
     positive = [positive_domain(name) for name in check.slots]
