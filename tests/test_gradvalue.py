@@ -78,3 +78,24 @@ def test_a_helper_the_grad_fn_calls_is_followed():
     """
     assert [(line, col) for line, col, _ in cg019(code)] == [(12, 16)]
     assert cg019(code.replace("p * dy  #", "p * (dy - tf.reduce_sum(dy * p, axis=-1, keepdims=True))  #")) == []
+
+
+XENT = """
+import tensorflow as tf
+
+@tf.custom_gradient
+def softmax_xent(logits, labels):
+    logp = tf.nn.log_softmax(logits)
+
+    def grad(dy):
+        return tf.expand_dims(dy, -1) * (tf.exp(logp) {op} labels), None
+
+    return -tf.reduce_sum(labels * logp, axis=-1), grad
+"""
+
+
+def test_data_inputs_are_also_sampled_as_the_code_assumes():
+    # `softmax - labels` is the derivative where each row of labels sums to 1 (one-hot or
+    # probabilities), not for any labels: judged there too, so only the sign error is flagged.
+    assert cg019(XENT.format(op="-")) == []
+    assert [(line, col) for line, col, _ in cg019(XENT.format(op="+"))] == [(9, 16)]

@@ -65,9 +65,9 @@ def _every_shape(check: _Check, intentional: bool) -> dict[int, str]:
         configs += [[x_shape[1:] if j == i else x_shape for j in range(n)] for i in range(n)]
         configs += [[() if j == i else x_shape for j in range(n)] for i in range(n)]
     bad = None
-    for shapes in configs:
+    for shapes, data in [(c, d) for c in configs for d in _DATA]:
         try:
-            here = _mismatched(check, shapes + list(check.var_shapes), intentional)
+            here = _mismatched(check, shapes + list(check.var_shapes), intentional, data)
         except (_Skip, *_MATHS_ERRORS):
             continue
         bad = here if bad is None else {k: d for k, d in bad.items() if k in here}
@@ -78,9 +78,17 @@ def _every_shape(check: _Check, intentional: bool) -> dict[int, str]:
     return bad
 
 
-def _mismatched(check: _Check, shapes: list[tuple], intentional: bool) -> dict[int, str]:
+# Inputs the grad fn gives no gradient are data (labels, targets, masks), whose values the code
+# may assume: a softmax cross-entropy's `softmax - labels` is its derivative only where each row
+# of labels sums to 1. Such inputs are also sampled as rows of probabilities and as 0/1 masks.
+_DATA = {None: None, "probabilities": lambda np, a: np.abs(a) / np.sum(np.abs(a), axis=-1, keepdims=True),
+         "mask": lambda np, a: (a > 0).astype(float)}
+
+
+def _mismatched(check: _Check, shapes: list[tuple], intentional: bool, data: str | None = None) -> dict[int, str]:
     """The slots the runtime's decision calls wrong at each of a few sample points, each
-    judged as the runtime judges one (two upstreams at the same inputs)."""
+    judged as the runtime judges one (two upstreams at the same inputs); with `data`, the
+    inputs without a gradient sampled so (None: nothing to sample so, `_Skip`)."""
     # The runtime's decision (pure NumPy, no TensorFlow) and its probes' domains, by name.
     from cglint.runtime import verdict as V
     from cglint.runtime.spec import positive_domain
@@ -92,6 +100,12 @@ def _mismatched(check: _Check, shapes: list[tuple], intentional: bool) -> dict[i
         if points == _POINTS:
             break
         flat = [abs(check._sample(s)) if pos else check._sample(s) for s, pos in zip(shapes, positive)]
+        if data is not None:
+            stopped = [k for k, g in enumerate(_custom(check, flat, check._sample(check._forward(flat, {}).shape)))
+                       if g is None and k < check.input_slots and np.ndim(flat[k])]
+            if not stopped:
+                raise _Skip
+            flat = [_DATA[data](np, a) if k in stopped else a for k, a in enumerate(flat)]
         frozen: dict = {}
         y = check._forward(flat, frozen, record=True)
         if not np.all(np.isfinite(y)):
