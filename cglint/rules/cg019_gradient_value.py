@@ -27,7 +27,13 @@ class GradientValue(Rule):
     error, a missing term (the softmax VJP's `- sum(dy * s)`), a wrong chain-rule factor or a
     wrong helper in another module is found wherever the expressions evaluate; nothing is
     claimed where they do not, and a finding needs a mismatch at every sample point, with
-    samples of both signs and, where the source's maths needs it, positive ones.
+    samples of both signs (positive ones where both signs do not evaluate, and for parameters
+    named for a positive domain, as the runtime samples them). Code written for inputs of
+    other shapes or values is judged there too, and a finding must hold there as well: each
+    input at the shape that broadcasts against the others and as a scalar (a per-channel or
+    scalar temperature), and inputs the grad fn gives no gradient (labels, masks) as rows of
+    probabilities and as 0/1 masks (`softmax - labels` is a cross-entropy's derivative only
+    where labels sum to 1).
 
     Gradients that differ from the derivative on purpose are told apart from the numbers by
     the same decision `cglint --runtime` makes: gradient reversal or scaling of an identity
