@@ -66,7 +66,9 @@ def test_someone_elses_freeze_is_left_alone(collector_on):
     try:
         frozen = gc.get_freeze_count()
         engine.lint_source(MODULE, "m.py")
-        assert gc.get_freeze_count() == frozen
+        # Not unfrozen (0) nor frozen again (everything alive added); a few frozen objects a
+        # previous lint left in its per-lint caches may be freed by this one.
+        assert frozen - 100 <= gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 

@@ -115,3 +115,17 @@ def test_a_statement_repeated_word_for_word_is_reported_at_each_place():
     assert _facts(result) == _facts(engine.lint_source(text, "m.py", rules))
     parsed = analysis.parsed
     assert _facts(analysis.lint(text, "m.py", rules).result) == _facts(result) and analysis.parsed == parsed
+
+
+def test_comments_above_a_statement_are_its_leading_lines_as_in_a_full_lint():
+    """A whole parse gives the comment lines above a def to the def (`# cglint: intentional`,
+    which rules read); only above the file's first statement are they the module's header."""
+    source = ("import tensorflow as tf\n\n# cglint: intentional\n@tf.custom_gradient\ndef sign_backward(x):\n"
+              "    y = tf.tanh(x)\n\n    def grad(dy):\n        return tf.sign(dy) * (1.0 - y * y)\n\n    return y, grad\n")
+    for text in (source, source.replace("import tensorflow as tf\n\n", "") + "\nimport tensorflow as tf\n"):
+        lint = Analysis().lint(text, "m.py", list(ALL_RULES))
+        assert _facts(lint.result) == _facts(engine.lint_source(text, "m.py"))
+        assert lint.result.diagnostics == []
+    # Without the comment the transformed upstream is a finding: the comment is what decides.
+    plain = source.replace("# cglint: intentional\n", "")
+    assert [d.code for d in Analysis().lint(plain, "m.py", list(ALL_RULES)).result.diagnostics] == ["CG009"]

@@ -170,14 +170,20 @@ class Analysis:
         self.limit = limit
         self.parsed = 0  # statements parsed (for tests and benchmarks)
 
-    def _statement(self, text: str, copy: int = 0) -> _Statement | None:
-        key: Any = text if not copy else (text, copy)
+    def _statement(self, text: str, copy: int = 0, opening: bool = False) -> _Statement | None:
+        key: Any = (text, copy, opening) if copy or opening else text
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
         self.parsed += 1
         try:
             module = cstparse.parse_module(text)
+            if module.header and module.body and not opening:
+                # Comment lines above a statement are, in a whole parse, its leading lines (the
+                # module's header only above the file's first statement).
+                first = module.body[0]
+                lead = [*module.header, *first.leading_lines]  # type: ignore[attr-defined]
+                module = module.with_changes(header=[], body=[first.with_changes(leading_lines=lead), *module.body[1:]])
             stmt: _Statement | None = _Statement(text, module) if module.body else None
         except (cst.ParserSyntaxError, RecursionError):
             stmt = None  # parses only in context (or not at all): the whole-file way
@@ -220,7 +226,9 @@ class Analysis:
             return Lint(engine.lint_source(source, path, rules), None, chunks)
         if superseded():
             return None
-        module = cst.Module(body=[node for p in placed for node in p.statement.module.body])
+        # The file's opening comments stay the module's header, as in a whole parse.
+        module = cst.Module(body=[node for p in placed for node in p.statement.module.body],
+                            header=placed[0].statement.module.header if placed else ())
         unsuppressed = engine.analyse(module, source, path, rules, full_tree=False, apply_noqa=False,
                                       positions=lambda nodes: self._positions(placed, nodes), aliases=aliases)
         if not unsuppressed.parsed:  # "nesting too deep"
@@ -236,15 +244,21 @@ class Analysis:
         lines = _lines(text)
         placed = []
         copies: dict[str, int] = {}
-        # One span per libcst statement (`a = 1; b = 2` is one).
+        # One span per libcst statement (`a = 1; b = 2` is one), with the comment lines directly
+        # above it: a whole parse gives them to the statement (`# cglint: intentional` over a def).
+        previous = 0
         for first, last in pysource.statement_lines(tree, text):
+            while first - 1 > previous and lines[first - 2].startswith("#"):
+                first -= 1
+            previous = last
             text = "".join(lines[first - 1 : last])
             # A statement repeated word for word gets its own nodes (its own cache entry): the
             # model tells statements apart by node identity, as in a whole parse.
             copy = copies[text] = copies.get(text, -1) + 1
-            if (text if not copy else (text, copy)) not in self._cache and superseded():
+            opening = not placed
+            if ((text, copy, opening) if copy or opening else text) not in self._cache and superseded():
                 return _SUPERSEDED
-            stmt = self._statement(text, copy)
+            stmt = self._statement(text, copy, opening)
             if stmt is None:
                 return None
             placed.append(_Placed(stmt, first))

@@ -327,7 +327,7 @@ def _not_a_factor(site: GradientSite, grad) -> Iterator[Finding]:
         )
         return
     # A gradient transformed on purpose (signSGD's `sign(dy)`), declared so for cglint's runtime.
-    if scaling and not _declared_intentional(site.forward):
+    if scaling and not _declared_intentional(site.model.module, site.forward):
         yield Finding(
             anchor,
             f"`{grad.name}` returns a gradient for {_names(scaling)} that does not scale with the upstream `{dy}` "
@@ -337,12 +337,14 @@ def _not_a_factor(site: GradientSite, grad) -> Iterator[Finding]:
         )
 
 
-def _declared_intentional(fn) -> bool:
-    """`# cglint: intentional` on the def line or in the comments directly above it."""
+def _declared_intentional(module: cst.Module, fn) -> bool:
+    """`# cglint: intentional` on the def line or in the comments directly above it (the module's
+    header, where the def is the file's first statement)."""
     if not isinstance(fn, cst.FunctionDef):
         return False
     above = []
-    for line in reversed(fn.leading_lines):
+    lines = [*module.header, *fn.leading_lines] if module.body and module.body[0] is fn else fn.leading_lines
+    for line in reversed(lines):
         if line.comment is None:
             break
         above.append(line.comment.value)
