@@ -223,7 +223,7 @@ def soft_sign(x):
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         if len(site.grad_fns) != 1:
             return
-        hit = gradient_value_mismatch(site.model, site, _declared_intentional(site.forward))
+        hit = gradient_value_mismatch(site.model, site, _declared_intentional(site.model.module, site.forward))
         if hit is None or any(next(iter(rule(code)().check_site(site)), None) for code in _MORE_PRECISE):
             return
         grad = site.grad_fns[0]
