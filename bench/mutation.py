@@ -2,7 +2,7 @@
 """Mutation benchmark: inject the bugs real reports show into correct custom-gradient code and
 count how many cglint finds (a script, not a test).
 
-    python bench/mutation.py [--ecosystem] [--runtime [--python PY]] [--kinds K ...] [--limit N] [--json OUT]
+    python bench/mutation.py [--ecosystem] [--runtime] [--trace] [--python PY] [--kinds K ...] [--limit N] [--json OUT]
 
 Corpus: the fixtures' correct custom-gradient modules (every `*_good.py`, the seed's
 `correct.py`, the realistic corpus `fixtures/realistic/`, and the runtime fixtures cglint
@@ -38,14 +38,28 @@ in another environment (one with the ecosystem's projects installed, e.g. the tr
 of bench/trace_suites.py), with this checkout's cglint first on its path. The table gives, per
 kind, the mutants, those TensorFlow showed harmless, those counted, those found and the recall;
 and the findings on the unmutated code (which should be none).
+
+With `--trace`, each mutant of an ecosystem module is also checked where the project's own tests
+call it: the project's files (with what its source checkout adds, tests and a C extension built
+in place: `bench/trace_suites.py --setup --checkout ...`) are copied with the mutant in place,
+at most 3 of its test files that import the module or call the function the site is written in
+are chosen (and, in them, the tests that name that function), and `cglint trace -- python -m
+pytest FILES` runs them with that copy first on the path (`--python`, or the project's own venv),
+on the mutant and once on the unmutated copy. A mutant is found with trace when trace reports a
+`mismatch` or `error` in the module that the unmutated copy does not (or fails another way there);
+one whose tests never reach the site is a miss with that reason. Reports are read from files.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,9 +70,11 @@ import libcst as cst
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from cglint import engine  # noqa: E402
 from cglint.model import GradientSite, ModuleModel  # noqa: E402
+import trace_suites  # noqa: E402
 
 Mutant = tuple[str, str]  # (kind, mutated source)
 
@@ -280,11 +296,190 @@ def runtime_found(original: dict[str, str] | None, mutant: dict[str, str] | None
     return any(original.get(k) == "match" and v in ("mismatch", "error") for k, v in mutant.items())
 
 
+# ---- the project's own tests under `cglint trace` (--trace) ------------------------------------
+
+FAILING = ("mismatch", "error")
+TEST_FILE = re.compile(r"(test_.*|.*_test)\.py")
+
+
+def ecosystem_src() -> Path:
+    import ecosystem_check  # scripts/, on the path once ecosystem_corpus() ran
+
+    return ecosystem_check.cache_dir(None) / "src"
+
+
+def _contains(tree: cst.CSTNode, target: cst.CSTNode) -> bool:
+    class Find(cst.CSTVisitor):
+        found = False
+
+        def on_visit(self, node):
+            self.found = self.found or node is target
+            return not self.found
+
+    finder = Find()
+    tree.visit(finder)
+    return finder.found
+
+
+def top_level_name(module: cst.Module, site: GradientSite) -> str | None:
+    """The module-level function or class the site is written in: what the tests call."""
+    target = site.forward if isinstance(site.forward, cst.CSTNode) else site.grad_fns[0].node
+    for stmt in module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and _contains(stmt, target):
+            return stmt.name.value
+    return None
+
+
+def project_tree(project: str, dest: Path, rel: str, mutated: str) -> None:
+    """The ecosystem project's files (hard links: nothing of the cache is written), its checkout's
+    files the wheel lacks (tests, a C extension built in place), and `mutated` at `rel`."""
+    shutil.copytree(ecosystem_src() / project, dest, copy_function=os.link)
+    checkout = trace_suites.CHECKOUTS_DIR / project
+    for top, dirs, files in os.walk(checkout):
+        dirs[:] = [d for d in dirs if d not in (".git", "__pycache__")]
+        for name in files:
+            at = Path(top, name).relative_to(checkout)
+            at = Path(*at.parts[1:]) if at.parts[0] == "src" and len(at.parts) > 1 else at  # a src/ layout
+            if not (dest / at).exists():
+                (dest / at).parent.mkdir(parents=True, exist_ok=True)
+                os.link(Path(top, name), dest / at)
+    (dest / rel).unlink()  # a link into the cache: replaced, never written through
+    (dest / rel).write_text(mutated)
+
+
+def project_tests(tree: Path, rel: str, name: str | None, limit: int = 3) -> tuple[list[str], list[str]]:
+    """At most `limit` test files of the project that exercise `name` of module `rel`: first one
+    named after the module, then those that call `name` most, then those importing the module;
+    and the tests in them that mention `name` (for `-k`; none: the whole files)."""
+    parts = rel[:-3].split("/")
+    dotted, module = ".".join(parts), parts[-1]
+    called = re.compile(rf"\b{re.escape(name)}\b") if name else None
+    ranked = []
+    for path in tree.rglob("*.py"):
+        if not TEST_FILE.fullmatch(path.name) or path.as_posix().endswith(rel):
+            continue
+        text = path.read_text(errors="replace")
+        # named after the module and next to it (`foo_test.py`) or in a tests/ tree (`test_foo.py`)
+        named = path.stem in (f"{module}_test", f"test_{module}") and (
+            path.parent == tree / Path(rel).parent or "tests" in path.relative_to(tree).parts)
+        calls = len(called.findall(text)) if called else 0
+        imports = dotted in text or (".".join(parts[:-1]) in text and re.search(rf"\b{module}\b", text) is not None)
+        if named or imports:
+            ranked.append(((named, bool(calls), calls), path))
+    files = [p for _, p in sorted(ranked, key=lambda r: r[0], reverse=True)[:limit]]
+    tests: list[str] = []
+    for path in files if called else []:
+        try:
+            nodes = ast.walk(ast.parse(path.read_text(errors="replace")))
+        except SyntaxError:
+            continue
+        text = path.read_text(errors="replace").splitlines()
+        tests += [n.name for n in nodes if isinstance(n, ast.FunctionDef) and n.name.startswith("test")
+                  and called.search("\n".join(text[n.lineno - 1:n.end_lineno]))]
+    return [p.relative_to(tree).as_posix() for p in files], sorted(set(tests))
+
+
+# A pytest plugin for absl-based test files (TFP's, tf-models'): their flags parsed with their
+# defaults, as `absltest.main()` would, so tests that read one (TFP's seeds) run under pytest.
+ABSL_PLUGIN = """
+def pytest_configure(config):
+    try:
+        from absl import flags
+    except ImportError:
+        return
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+"""
+
+
+def trace_run(tree: Path, files: list[str], tests: list[str], python: str, timeout: int) -> list[dict] | None:
+    """`cglint trace -- python -m pytest FILES` in `tree` (first on the path): the report's verdicts,
+    read from its file; None when no report was written. Pytest's options go by environment:
+    absl-based tests parse the command line as their flags."""
+    report = tree.parent / f"{tree.name}.trace.json"
+    report.unlink(missing_ok=True)
+    plugins = tree.parent / "plugins"
+    plugins.mkdir(exist_ok=True)
+    (plugins / "absl_flags_parsed.py").write_text(ABSL_PLUGIN)
+    # one test file that cannot be imported here must not stop the others
+    opts = ["-q", "-p", "no:cacheprovider", "-p", "absl_flags_parsed", "--continue-on-collection-errors"]
+    opts += ["-k", " or ".join(tests)] if tests else []
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTEST_ADDOPTS": shlex.join(opts),
+           "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT), str(plugins)])}
+    subprocess.run([python, "-m", "cglint", "trace", "--isolated", "--output-format", "json", "--output-file",
+                    str(report), "--", "timeout", str(timeout), python, "-m", "pytest", *files],
+                   cwd=tree, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=env, timeout=timeout + 600)
+    try:
+        return json.loads(report.read_text()).get("runtime") or []
+    except (OSError, ValueError):
+        return None
+
+
+def _in_module(records: list[dict] | None, rel: str) -> dict[str, str]:
+    """`function:line` -> "verdict: detail" for the verdicts in module `rel`."""
+    return {f"{r.get('function')}:{r.get('line')}": f"{r.get('verdict')}: {(r.get('detail') or '')[:240]}"
+            for r in records or [] if Path(r.get("path") or "").as_posix().endswith(rel)}
+
+
+def _failing(verdict: str | None) -> bool:
+    return (verdict or "").split(":")[0] in FAILING
+
+
+def _new_failure(mutant: str, original: str | None) -> bool:
+    """The mutant's verdict fails where the original's did not, or fails another way (an `error`
+    where the original was a `mismatch`, or the reverse): a report the original does not give."""
+    return _failing(mutant) and (not _failing(original) or mutant.split(":")[0] != original.split(":")[0])
+
+
+class Tracer:
+    """Each mutant of an ecosystem module traced under the project's own tests, against the same
+    tests on the unmutated project (run once per module and test selection)."""
+
+    def __init__(self, work: Path, python: str, timeout: int):
+        self.work, self.python, self.timeout = work, python, timeout
+        self.originals: dict[tuple, list[dict] | None] = {}
+        self.false: list[str] = []
+
+    def judge(self, path: Path, module: cst.Module, site: GradientSite, source: str, mutated: str) -> dict:
+        rel_all = path.relative_to(ecosystem_src()).as_posix()
+        project, rel = rel_all.split("/", 1)
+        python = trace_suites.project_python(project, self.python)
+        name = top_level_name(module, site)
+        copy = self.work / "trace" / "project"
+        shutil.rmtree(copy.parent, ignore_errors=True)
+        copy.parent.mkdir(parents=True)
+        project_tree(project, copy, rel, source)
+        files, tests = project_tests(copy, rel, name)
+        out = {"tests": files, "selected": len(tests), "calls": name}
+        if not files:
+            return {**out, "found": False, "reason": f"no test file of the project imports {rel} or calls {name}"}
+        key = (rel, tuple(files), tuple(tests))
+        if key not in self.originals:
+            self.originals[key] = trace_run(copy, files, tests, python, self.timeout)
+            self.false += [f"{rel_all} {k}: {v}" for k, v in _in_module(self.originals[key], rel).items()
+                           if _failing(v)]
+        original = _in_module(self.originals[key], rel)
+        shutil.rmtree(copy)
+        project_tree(project, copy, rel, mutated)
+        verdicts = _in_module(trace_run(copy, files, tests, python, self.timeout), rel)
+        reached = any(k.split(":")[0].rsplit(".", 1)[-1] == site.name for k in {**original, **verdicts})
+        found = any(_new_failure(v, original.get(k)) for k, v in verdicts.items())
+        out.update(original=original, mutant=verdicts, reached=reached, found=found)
+        if not found:
+            out["reason"] = (f"the tests ({', '.join(files)}) never reach {site.name}" if not reached else
+                             f"reached; original {original}, mutant {verdicts}")
+        return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ecosystem", action="store_true", help="add the ecosystem check's downloaded projects")
     ap.add_argument("--runtime", action="store_true", help="run each mutant with TensorFlow (slow)")
     ap.add_argument("--python", default=sys.executable, help="the interpreter that runs --runtime's checks")
+    ap.add_argument("--trace", action="store_true",
+                    help="also run each ecosystem mutant's project tests under `cglint trace` (slow; --python's)")
+    ap.add_argument("--trace-timeout", type=int, default=600, help="seconds per traced test run (default 600)")
     ap.add_argument("--kinds", nargs="+", help="only these mutation kinds")
     ap.add_argument("--limit", type=int, default=0, help="at most this many mutants per kind")
     ap.add_argument("--json", help="write every mutant's outcome here")
@@ -300,6 +495,7 @@ def main() -> int:
     sites = 0
     with tempfile.TemporaryDirectory(prefix="mutation-bench-") as tmp:
         work = Path(tmp)
+        tracer = Tracer(work, args.python, args.trace_timeout) if args.trace else None
         for path, origin in corpus:
             source = path.read_text(errors="replace")
             result = engine.lint_source(source, path.name)
@@ -343,13 +539,19 @@ def main() -> int:
                 row["found"] += bool(new)
                 by_runtime = runtime_found(original, verdicts)
                 row["found_runtime"] += bool(new) or by_runtime
+                traced = tracer.judge(path, module, site, source, mutated) if tracer and origin == "ecosystem" else None
+                row["traced"] += traced is not None
+                row["found_trace"] += bool(traced and traced["found"])
+                row["found_all"] += bool(new) or by_runtime or bool(traced and traced["found"])
                 outcomes.append({"file": str(path), "site": site.name, "kind": kind, "found": sorted(new),
-                                 "runtime": verdicts, "found_by_runtime": by_runtime})
+                                 "runtime": verdicts, "found_by_runtime": by_runtime, "trace": traced})
     print(f"Corpus: {len(corpus)} modules, {sites} custom-gradient functions in correct modules "
           f"({'with' if args.runtime else 'without'} TensorFlow's check of each mutant)\n")
     extra = " found with --runtime | recall with --runtime |" if args.runtime else ""
+    extra += " traced (ecosystem) | found with trace | found, all | recall, all |" if args.trace else ""
     print("| mutation | mutants | harmless (TensorFlow) | counted | found | recall |" + extra)
-    print("| --- | ---: | ---: | ---: | ---: | ---: |" + " ---: | ---: |" * bool(args.runtime))
+    print("| --- | ---: | ---: | ---: | ---: | ---: |" + " ---: | ---: |" * bool(args.runtime)
+          + " ---: | ---: | ---: | ---: |" * bool(args.trace))
     for kind in sorted(rows):
         r = rows[kind]
         recall = f"{r['found'] / r['counted']:.2f}" if r["counted"] else "-"
@@ -357,6 +559,9 @@ def main() -> int:
         if args.runtime:
             both = f"{r['found_runtime'] / r['counted']:.2f}" if r["counted"] else "-"
             line += f" {r['found_runtime']} | {both} |"
+        if args.trace:
+            every = f"{r['found_all'] / r['counted']:.2f}" if r["counted"] else "-"
+            line += f" {r['traced']} | {r['found_trace']} | {r['found_all']} | {every} |"
         print(line)
     print(f"\nFindings on the unmutated modules: {len(false_findings)}")
     for f in false_findings:
@@ -366,6 +571,14 @@ def main() -> int:
         print(f"Originals whose runtime verdicts are not all `match` (left out): {len(runtime_disagrees)}")
         for line in runtime_disagrees:
             print(f"  {line}")
+    if args.trace:
+        print(f"Trace verdicts `mismatch`/`error` in the unmutated modules under their tests: {len(tracer.false)}")
+        for line in tracer.false:
+            print(f"  {line}")
+        missed = [o for o in outcomes if o.get("trace") and not (o["found"] or o["found_by_runtime"] or o["trace"]["found"])]
+        print(f"Missed by all three: {len(missed)}")
+        for o in missed:
+            print(f"  {o['file']} {o['site']} ({o['kind']}): {o['trace']['reason']}")
     if args.json:
         Path(args.json).write_text(json.dumps(outcomes, indent=1))
     return 0

@@ -1,7 +1,9 @@
 """`cglint trace -- pytest` on real projects' own test files: results unchanged, cost, verdicts.
 
-    python bench/trace_suites.py --setup [--tfp-checkout DIR]   # once: a venv in ~/.cache/cglint-bench/
-        # with the projects from PyPI and this cglint (editable); TFP's tests from a git checkout
+    python bench/trace_suites.py --setup [--tfp-checkout DIR] [--checkout OWNER/NAME=GITDIR ...]
+        # once: a venv in ~/.cache/cglint-bench/ with the projects from PyPI and this cglint
+        # (editable), tf-models' imports, zfit's own venv; TFP's tests from a git checkout; with
+        # --checkout, the ecosystem projects' checkouts bench/mutation.py --trace uses (CHECKOUTS)
     python bench/trace_suites.py [--repeats 1] [SUITE ...]
 
 Each suite is a few test files that exercise custom gradients: from the installed wheels,
@@ -47,6 +49,28 @@ SUITES = {
     # TFP's wheel has no tests: these two come from its repository (see TFP_TESTS), run from the cache
     "tfp": (["tfp-tests/custom_gradient_test.py", "tfp-tests/generic_test.py"], "not Collective", {}),
 }
+# The mutation benchmark's `--trace` (bench/mutation.py) runs the ecosystem projects' own tests.
+# Their wheels lack some: source checkouts at the released tag supply them (tests, and
+# elasticdeform's C extension built in place, as `pip install -e .` leaves a checkout), from git
+# repositories given to --setup as --checkout OWNER/NAME=GITDIR.
+# Ecosystem project -> (repository, tag, the paths of it needed: none for all).
+CHECKOUTS_DIR = CACHE / "checkouts"
+CHECKOUTS = {
+    "tensorflow-probability-0.25.0": ("tensorflow/probability", "v0.25.0", ["tensorflow_probability"]),
+    "elasticdeform-0.5.1": ("gvtulder/elasticdeform", "v0.5.1", []),
+    "zfit-0.28.0": ("zfit/zfit", "0.28.0", ["tests", "docs/images/README.rst"]),  # its conftest writes to docs/images
+}
+# What tf-models' vision layers and their tests import (its own pins want TensorFlow 2.20), and
+# TFP's tests (mpmath).
+TEST_PACKAGES = ["mpmath", "gin-config", "tensorflow-datasets", "tensorflow-hub", "tensorflow-model-optimization", "tf_slim",
+                      "pyyaml", "immutabledict", "opencv-python-headless", "pycocotools", "pandas", "psutil",
+                      "py-cpuinfo", "Pillow", "matplotlib", "sentencepiece"]
+# zfit 0.28 upgrades NumPy past what this venv's projects take: a venv of its own, used for it.
+PROJECT_VENVS = {"zfit-0.28.0": (CACHE / "venv-zfit", [
+    "tensorflow==2.21.*", "tensorflow-probability==0.25.0", "tf-keras==2.21.*", "zfit==0.28.0", "pytest",
+    # what its tests' conftest imports (pytest-cases, also in its test extra, breaks pytest 9)
+    "matplotlib", "mplhep", "pyyaml", "pytest-rerunfailures", "pytest-helpers-namespace", "pytest-timeout"])}
+
 # Test files not in the wheels: (repository, path in it, where they go under CACHE or site-packages)
 TFP_TESTS = [
     ("tensorflow_probability/python/math/custom_gradient_test.py", "tfp-tests/custom_gradient_test.py"),
@@ -117,12 +141,67 @@ open(sys.argv[1], "w").write(json.dumps({"rc": rc, "wall": wall, "rss_kib": rss}
 """
 
 
-def setup(tfp_checkout: str | None) -> None:
+def project_python(project: str, default: str) -> str:
+    """The interpreter that runs an ecosystem project's tests: its own venv's if it has one."""
+    venv = PROJECT_VENVS.get(project)
+    return str(venv[0] / "bin" / "python") if venv and (venv[0] / "bin" / "python").exists() else default
+
+
+def _venv(venv: Path, packages: list[str]) -> None:
+    """A venv with `packages` and this cglint (editable)."""
+    py = venv / "bin" / "python"
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", *packages], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "-e", str(ROOT)], check=True)
+
+
+def checkout(project: str, gitdir: str) -> Path:
+    """The project's repository at its released tag under CHECKOUTS_DIR, C extensions built in
+    place. Files whose contents the repository lacks (a partial clone) are left out."""
+    import shutil
+
+    dest = CHECKOUTS_DIR / project
+    shutil.rmtree(dest, ignore_errors=True)
+    _, tag, paths = CHECKOUTS[project]
+    names = subprocess.run(["git", "-C", gitdir, "ls-tree", "-r", "-z", "--name-only", tag, "--", *paths],
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    names = [n for n in names if n]
+    out = subprocess.run(["git", "-C", gitdir, "cat-file", "--batch"], capture_output=True, check=True,
+                         input="".join(f"{tag}:{n}\n" for n in names).encode()).stdout
+    at = 0
+    for name in names:  # each: "<sha> blob <size>\n<contents>\n", or "<what> missing\n"
+        end = out.index(b"\n", at)
+        header = out[at:end].split()
+        at = end + 1
+        if len(header) == 3 and header[1] == b"blob":
+            size = int(header[2])
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes(out[at:at + size])
+            at += size + 1
+    if (dest / "setup.py").exists() and any(dest.rglob("*.c")):
+        subprocess.run([str(PY), "setup.py", "build_ext", "--inplace"], cwd=dest, check=True,
+                       stdout=subprocess.DEVNULL)
+    return dest
+
+
+def setup(tfp_checkout: str | None, checkouts: list[str] = ()) -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
-    if not PY.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    subprocess.run([str(PY), "-m", "pip", "install", "-q", *PACKAGES], check=True)
-    subprocess.run([str(PY), "-m", "pip", "install", "-q", "-e", str(ROOT)], check=True)
+    _venv(VENV, PACKAGES)
+    # the projects' tests' imports, with the versions PACKAGES installed kept (tf-models pins older ones)
+    frozen = subprocess.run([str(PY), "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout
+    pins = CACHE / "pins.txt"
+    pins.write_text("".join(f"{line}\n" for line in frozen.splitlines() if line.split("==")[0].lower().replace("_", "-")
+                            in ("numpy", "tensorflow", "keras", "protobuf", "tf-keras", "ml-dtypes", "h5py")))
+    subprocess.run([str(PY), "-m", "pip", "install", "-q", "-c", str(pins), *TEST_PACKAGES], check=True)
+    for venv, packages in PROJECT_VENVS.values():
+        _venv(venv, packages)
+    by_repo = {repo: project for project, (repo, *_) in CHECKOUTS.items()}
+    for spec in [*checkouts, *([f"tensorflow/probability={tfp_checkout}"] if tfp_checkout else [])]:
+        repo, _, gitdir = spec.partition("=")
+        if repo not in by_repo or not gitdir:
+            raise SystemExit(f"--checkout {spec}: expected OWNER/NAME=GITDIR, OWNER/NAME one of {', '.join(by_repo)}")
+        print(f"checkout of {repo} at {CHECKOUTS[by_repo[repo]][1]}: {checkout(by_repo[repo], gitdir)}")
     if tfp_checkout:  # a git checkout (or bare repository) of tensorflow/probability
         for src, dest in TFP_TESTS:
             target = site_packages() / dest[5:] if dest.startswith("site:") else CACHE / dest
@@ -199,6 +278,9 @@ def main() -> int:
     ap.add_argument("suites", nargs="*", help=f"default: {' '.join(SUITES)}")
     ap.add_argument("--setup", action="store_true", help=f"create {VENV} with the projects and this cglint")
     ap.add_argument("--tfp-checkout", help="with --setup: a git repository of tensorflow/probability for its tests")
+    ap.add_argument("--checkout", action="append", default=[], metavar="OWNER/NAME=GITDIR",
+                    help=f"with --setup: a git repository of one of {', '.join(r for r, *_ in CHECKOUTS.values())}, "
+                         "checked out at the ecosystem's version for bench/mutation.py --trace (repeatable)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-trace-suites.md"))
     ap.add_argument("--json", metavar="PATH", help="also save the measurements as JSON to PATH")
@@ -209,7 +291,7 @@ def main() -> int:
         write_results(Path(args.out), saved["results"], saved["repeats"])
         return 0
     if args.setup:
-        setup(args.tfp_checkout)
+        setup(args.tfp_checkout, args.checkout)
         return 0
     if not PY.exists():
         print(f"no bench venv at {VENV}: run python bench/trace_suites.py --setup first", file=sys.stderr)

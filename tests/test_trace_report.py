@@ -204,6 +204,14 @@ def test_functions_one_wrapper_makes_get_one_entry_each_under_their_own_names():
         return forward
 
     assert tracer._record(make(_square_fwd)).key["qualname"].endswith("make.<locals>.forward")
+    # Named inputs and extra `*args`, calling a closed-over factory (TFP's `_chunked_matmul_cgrad(x1,
+    # x2, x, *kernel_args)` builds its kernel by `kernel_fn(*kernel_args)`): its own function too.
+    def chunked(kernel_fn):
+        def cgrad(x, *kernel_args):
+            return kernel_fn(*kernel_args)(x), None
+        return cgrad
+
+    assert tracer._record(chunked(_square_fwd)).key["qualname"].endswith("chunked.<locals>.cgrad")
     assert tracer._record(_wrapper(json.dumps, abs)).key["qualname"] == "_wrapper.<locals>.f_wrapped"
     # TensorFlow's own wrappers (`tf.recompute_grad`'s `inner(*args)`) stay library code: unchecked.
     scope: dict = {}

@@ -86,6 +86,12 @@ def _closed_over(fn):
     return found[0] if len(found) == 1 else None
 
 
+def _no_autodiff(e: Exception) -> bool:
+    """TensorFlow's autodiff cannot differentiate through an op of the forward."""
+    return (isinstance(e, LookupError) and "No gradient defined" in str(e)) or (
+        isinstance(e, tf.errors.UnknownError) and "KeyError: b'pyfunc_" in str(e))
+
+
 def _is_float(dtype) -> bool:
     """Differentiable: floating or complex (TensorFlow watches both)."""
     return dtype.is_floating or dtype.is_complex
@@ -180,6 +186,7 @@ class _Checker:
             raise _Structural("the forward must return (y, grad_fn); it returned "
                               f"{type(out).__name__}")
         self.tape, (self.y, self.grad_fn) = tape, out
+        self.grad_fn_called = self.one_shot = self.autodiff_blind = False
         self.flat_y = tf.nest.flatten(self.y)
         if self.user_variables is not None:
             self.variables = list(self.user_variables)
@@ -224,8 +231,18 @@ class _Checker:
         return [self.flat_in[i] for i in self.diff_idx] + self.variables
 
     def _autodiff(self, u):
-        grads = self.tape.gradient(self.flat_y, self._targets(), output_gradients=u,
-                                   unconnected_gradients=tf.UnconnectedGradients.NONE)
+        try:
+            grads = self.tape.gradient(self.flat_y, self._targets(), output_gradients=u,
+                                       unconnected_gradients=tf.UnconnectedGradients.NONE)
+        except Exception as e:
+            if not _no_autodiff(e):
+                raise
+            # An op autodiff cannot go through (NumPy or a C extension behind `tf.py_function`:
+            # the first gradient is zero, NumPy being invisible to the tape, and TensorFlow has
+            # dropped the Python body by the next; an op with no registered gradient): no
+            # reference from autodiff at all, finite differences are one.
+            self.autodiff_blind = True
+            return [None] * len(self._targets())
         return [_to_numpy(g) for g in grads]
 
     def _call_grad_fn(self, grad_fn, u, variables):
@@ -248,12 +265,29 @@ class _Checker:
                              "instead.")
         return [flat[i] for i in self.diff_idx] + var_grads, [flat[i] for i in self.int_idx]
 
+    def _grad_fn_once(self, u, variables):
+        """`_call_grad_fn` on the forward's grad fn. TensorFlow calls a grad fn once per forward
+        call, and some can be called only once (they consume a non-persistent tape the forward
+        made, as RevNet's reversible blocks do): when a later call raises where the first did
+        not, every call from then on gets a grad fn of its own forward run."""
+        if self.one_shot:
+            return self._call_grad_fn(self.forward(*self.args)[1], u, variables)
+        try:
+            out = self._call_grad_fn(self.grad_fn, u, variables)
+        except Exception:
+            if not self.grad_fn_called:
+                raise
+            self.one_shot = True
+            return self._grad_fn_once(u, variables)
+        self.grad_fn_called = True
+        return out
+
     def _custom(self, u, order=None):
         """The user's grad fn on upstream `u`, as NumPy, aligned with [differentiable inputs] +
         [variables in `order`]."""
         variables = self.variables if order is None else [self.variables[i] for i in order]
         try:
-            grads, int_grads = self._call_grad_fn(self.grad_fn, u, variables)
+            grads, int_grads = self._grad_fn_once(u, variables)
         except Exception as e:
             raise _Structural(_first_line(e)) from e
         self.int_grads = [_to_numpy(g) for g in int_grads]
@@ -407,6 +441,8 @@ class _Checker:
         us = self.us
         customs = [self._custom(u) for u in us]
         autos = [self._autodiff(u) for u in us]
+        if self.autodiff_blind:  # the first call's zeros too
+            autos = [[None] * len(a) for a in autos]
         orders = [(perm, self._custom(us[0], order=list(perm))) for perm in self._perms()]
         zero = self._custom([tf.zeros_like(u) for u in us[0]])
         again = self._custom(us[0])
@@ -438,11 +474,12 @@ class _Checker:
                 customs.append(dense(tape.gradient(
                     tf.nest.flatten(y), diff + variables, output_gradients=u,
                     unconnected_gradients=tf.UnconnectedGradients.NONE)))
-            if perms:
-                _, grad_fn = self.forward(*self.args)
-                for perm in perms:
-                    grads, _ = self._call_grad_fn(grad_fn, us[0], [variables[i] for i in perm])
-                    orders.append(dense(grads))
+            grad_fn = None
+            for perm in perms:
+                if grad_fn is None or self.one_shot:  # a grad fn callable once: a forward per call
+                    _, grad_fn = self.forward(*self.args)
+                grads, _ = self._call_grad_fn(grad_fn, us[0], [variables[i] for i in perm])
+                orders.append(dense(grads))
             return customs, autos, orders
 
         customs, _, orders = tf.function(step)()

@@ -279,7 +279,9 @@ def _wrapped(f, code):
     shape of a wrapper's, as `tfp.math`'s custom_gradient decorator makes), the first function
     of the user's (not TensorFlow's or Keras's) among the closed-over values it reads, in the
     order its code reads them (`vjp_fwd` in `val, aux = vjp_fwd(*args)`)."""
-    if not code.co_flags & inspect.CO_VARARGS or not code.co_freevars:
+    # Only `*args`: a forward with named inputs besides (`def cgrad(x1, x2, *kernel_args)`,
+    # calling a closed-over kernel factory) is the user's own, not a wrapper's.
+    if not code.co_flags & inspect.CO_VARARGS or code.co_argcount or code.co_kwonlyargcount or not code.co_freevars:
         return None
     f = getattr(f, "__func__", f)
     while isinstance(f, functools.partial):
