@@ -231,6 +231,7 @@ def test_a_change_in_an_evaluated_helper_invalidates_the_cache(tmp_path):
     run = lambda: codes(cglint("--output-format", "json", "pkg/ops.py", cwd=tmp_path))  # noqa: E731
     assert run() == {"pkg/ops.py": ["CG005"]}
     assert run() == {"pkg/ops.py": ["CG005"]}  # warm
-    # The helper changed: no name read for `y` makes the gradient swish's, so nothing is claimed.
+    # The helper changed: no name read for `y` makes the gradient swish's (no CG005), and the
+    # gradient is not swish's derivative at all (CG019): the cached answer is not reused.
     (tmp_path / "pkg" / "derivatives.py").write_text("def sigmoid_grad(s):\n    return 1.0 + 0.0 * s\n")
-    assert run() == {}
+    assert run() == {"pkg/ops.py": ["CG019"]}

@@ -259,7 +259,8 @@ def test_stdin_fix_keeps_encoding_cookie_bom_and_line_endings(tmp_path):
     """Reproducer 09 (a, c): a latin-1 buffer with its cookie, a BOM, CRLF."""
     latin = OP.replace("import tensorflow as tf\n", "# -*- coding: latin-1 -*-\nimport tensorflow as tf\nN = 'caf\xe9'\n")
     data = latin.replace("\n", "\r\n").encode("latin-1")
-    run = cglint("-", "--fix", "--stdin-filename", "op.py", cwd=tmp_path, stdin=data)
+    # CG005's fix only (`cos(x)` is still not tan's derivative: CG019 says so after it)
+    run = cglint("-", "--fix", "--select", "CG005", "--stdin-filename", "op.py", cwd=tmp_path, stdin=data)
     assert run.returncode == 0, run.stderr
     assert run.stdout == data.replace(b"cos(y)", b"cos(x)")
     bom = b"\xef\xbb\xbf" + OP.encode()
@@ -435,13 +436,15 @@ def test_globs_with_many_double_stars_match_in_linear_time():
 STRCAT = OP.replace("        return dy", "        s = (" + ' "a"' * 400 + ")\n        return dy")
 
 
-@pytest.mark.parametrize("args", [["--output-format", "json"], ["--output-format", "sarif"], ["--diff"], ["--fix"]])
+# (the fix makes `cos(x)`, which is still not tan's derivative: CG019 then says so, not checked here)
+@pytest.mark.parametrize("args", [["--output-format", "json"], ["--output-format", "sarif"], ["--diff"],
+                                  ["--fix", "--select", "CG005"]])
 def test_400_concatenated_strings_are_no_recursion_error(tmp_path, args):
     """Reproducer 20: libcst nests implicit concatenation one level per string."""
     (tmp_path / "m.py").write_text(STRCAT)
     run = cglint("--no-cache", *args, "m.py", cwd=tmp_path, timeout=120)
     no_traceback(run)
-    if args == ["--fix"]:
+    if "--fix" in args:
         assert run.returncode == 0 and (tmp_path / "m.py").read_text() == STRCAT.replace("cos(y)", "cos(x)")
     else:
         assert run.returncode == 1 and ("CG005" in run.stdout or "+        return dy * tf.math.cos(x)" in run.stdout)

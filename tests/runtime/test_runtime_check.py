@@ -486,8 +486,9 @@ def test_runtime_all_mismatches_in_unflagged_functions_are_not_all_checks_passed
         "    return tf.reduce_sum(x * x), grad\n\n\n"
         "@tf.custom_gradient\ndef softplus(x):\n    def grad(dy):\n        return -dy * tf.sigmoid(x)\n\n"
         "    return tf.math.softplus(x), grad\n")
-    run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--runtime=all", "ops.py"], cwd=tmp_path,
-                         env=ENV, capture_output=True, text=True, timeout=600)
+    # (CG019 finds both from the evaluated maths too; ignored here, where the runtime's words are the point)
+    run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--ignore", "CG019", "--runtime=all", "ops.py"],
+                         cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "squared_norm: mismatch vs autodiff: d/x off by 50% vs autodiff: custom = 0.5 x autodiff, a constant factor" in run.stdout, run.stdout
     assert "softplus: mismatch vs autodiff: d/x off by 200% vs autodiff: custom = -1 x autodiff, a sign error?" in run.stdout, run.stdout
