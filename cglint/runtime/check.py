@@ -86,6 +86,25 @@ def _closed_over(fn):
     return found[0] if len(found) == 1 else None
 
 
+# TensorFlow's messages for a tensor used outside the graph that made it. A forward or grad fn
+# holding a tensor of the tf.function, Keras model or TF1 graph it was built in runs only there:
+# called again on other inputs (as a check does) it raises this, which says nothing of its gradient.
+_OTHER_GRAPH = re.compile(r"is out of scope and cannot be used here|must be from the same graph as|"
+                          r"is not an element of this graph|Attempting to capture an EagerTensor without")
+
+
+def _other_graph(e: BaseException) -> str | None:
+    """The `skipped` detail when `e` (or what it wraps) is a tensor used outside its graph."""
+    found = None
+    while e is not None:  # TensorFlow's own exception, not the checker's wrapper of it
+        found = e if _OTHER_GRAPH.search(str(e)) else found
+        e = e.__cause__
+    if found is None:
+        return None
+    return ("the forward or its grad fn uses a tensor of the graph it was built in (a tf.function, a Keras "
+            f"model, a TF1 graph), which it cannot use outside that graph, on the check's inputs: {_first_line(found)}")
+
+
 def _no_autodiff(e: Exception) -> bool:
     """TensorFlow's autodiff cannot differentiate through an op of the forward."""
     return (isinstance(e, LookupError) and "No gradient defined" in str(e)) or (
@@ -706,10 +725,11 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
                        order)
     try:
         report = checker.run()
-    except _Structural as e:
+    except (_Structural, _NotRunnable) as e:
+        other = _other_graph(e)
+        if other is not None or isinstance(e, _NotRunnable):
+            return V.skipped(other or str(e), seed, getattr(checker, "fn_name", ""))
         return checker._report("error", str(e), [])
-    except _NotRunnable as e:
-        return V.skipped(str(e), seed, getattr(checker, "fn_name", ""))
     except Exception as e:  # a failure of the checker itself must not become a traceback
         return V.skipped(f"the check itself failed: {_first_line(e)}", seed,
                          getattr(checker, "fn_name", ""))

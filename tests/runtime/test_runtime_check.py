@@ -663,3 +663,27 @@ def test_a_forward_autodiff_cannot_go_through_is_checked_against_finite_differen
     wrong = check_gradient(_through_py_function(np.sin), x)
     assert wrong.verdict == "mismatch" and "vs finite differences (autodiff has no gradient here)" in wrong.detail, \
         wrong.detail
+
+
+def test_a_grad_fn_holding_a_tensor_of_a_finished_graph_is_skipped_not_an_error():
+    """Built inside a tf.function, the grad fn closes over a tensor of that function's graph: called
+    on other inputs outside it, TensorFlow refuses the tensor. That is where it was called, not
+    its gradient: `skipped` with TensorFlow's message (it was `error`)."""
+    made = {}
+
+    @tf.function
+    def build(x):
+        w = tf.exp(x)
+
+        @tf.custom_gradient
+        def scale(t):
+            return t * 2.0, lambda dy: dy * w
+
+        made["scale"] = scale
+        return scale(x)
+
+    build(tf.ones(3))
+    report = check_gradient(made["scale"], tf.ones(3))
+    assert report.verdict == "skipped", report
+    assert report.detail.startswith("the forward or its grad fn uses a tensor of the graph it was built in"), report
+    assert "is out of scope and cannot be used here" in report.detail
