@@ -156,11 +156,40 @@ class _Arg:
     errors: list = field(default_factory=list)
 
 
+# Ops that draw random numbers: stateful, stateless (seeded by an input) and the generators'.
+_RANDOM_OP = re.compile(r"Random|TruncatedNormal|Multinomial|^Stateful|^Rng")
+
+
+class _RandomOps:
+    """Notes the random ops run while it is entered (TensorFlow's op callbacks are per thread
+    and see eager execution and graph building alike)."""
+
+    def __enter__(self):
+        from tensorflow.python.framework import op_callbacks
+
+        self.found: list[str] = []
+        op_callbacks.add_op_callback(self)
+        return self
+
+    def __call__(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        name = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+        if _RANDOM_OP.search(name) and name not in self.found:
+            self.found.append(name)
+        return None  # the outputs unchanged
+
+    def __exit__(self, *exc):
+        from tensorflow.python.framework import op_callbacks
+
+        op_callbacks.remove_op_callback(self)
+        return False
+
+
 class _FiniteDifferencesOnly:
     """A `verdict.Measure` without the small-upstream probe."""
 
     def __init__(self, checker):
         self.fd = checker.fd
+        self.random_ops = checker.random_ops
 
     def small(self, factor):
         raise NotImplementedError
@@ -195,10 +224,11 @@ class _Checker:
         """Runs the undecorated forward under a persistent tape: y, grad fn, variables read."""
         tape = tf.GradientTape(persistent=True)
         try:
-            with tape:
+            with tape, _RandomOps() as random_ops:
                 for i in self.diff_idx:
                     tape.watch(self.flat_in[i])
                 out = self.forward(*self.args)
+            self.random_ops = random_ops.found
         except Exception as e:  # the inputs do not fit this function
             raise _NotRunnable(f"forward raised on these inputs: {_first_line(e)}") from e
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
