@@ -250,6 +250,8 @@ def closure_variant(f) -> tuple[str, ...]:
         return ()
     parts = []
     for name, cell in zip(code.co_freevars, cells):
+        if name == "ag__":  # autograph's module of helpers, in every function it converted
+            continue
         try:
             value = cell.cell_contents
         except ValueError:  # not yet assigned
