@@ -24,6 +24,9 @@ Each custom-gradient function is mutated once per kind that applies to it:
   keyword_call        a call of the function with its inputs by keyword
   int_positional      a call of the function passing a Python int positionally
   dtype_changed       the first input gradient cast to float16
+  sign_flipped        the first input gradient negated
+  factor_dropped      a constant factor of a product dropped from the first input gradient (or
+                      from a name the grad fn binds that it reads)
 
 A mutant is found when cglint reports a finding on it that it does not report on the original.
 With `--runtime`, each mutant is also run with TensorFlow (`cglint --runtime=all`): a mutant
@@ -190,6 +193,48 @@ def mutants(module: cst.Module, model: ModuleModel, site: GradientSite) -> Itera
                      cst.Arg(cst.Integer("3"))]
             yield "int_positional", replaced(call, call.with_changes(args=extra))
     del code
+
+
+def value_mutants(module: cst.Module, site: GradientSite) -> Iterator[Mutant]:
+    """Wrong values in a right formula: a sign error, a dropped constant (SELU's scale)."""
+    first = _first_gradient(site.grad_fns[0], site) if site.grad_fns else None
+    if first is None:
+        return
+    yield "sign_flipped", module.deep_replace(first, cst.UnaryOperation(cst.Minus(), _parenthesised(first))).code
+    scope = site.grad_fns[0].scope
+    exprs = [first] + [b for n in site.model.reads_in(first) for b in scope.bindings.get(n.value, [])
+                       if isinstance(b, cst.BaseExpression)]
+    for expr in exprs:
+        product = next((p for p in _products(expr) if _constant(p.left) or _constant(p.right)), None)
+        if product is not None:
+            kept = product.right if _constant(product.left) else product.left
+            yield "factor_dropped", module.deep_replace(product, _parenthesised(kept)).code
+            return
+
+
+def _parenthesised(expr: cst.BaseExpression) -> cst.BaseExpression:
+    return expr if expr.lpar else expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _products(expr: cst.CSTNode) -> list[cst.BinaryOperation]:
+    found: list[cst.BinaryOperation] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node):
+            if isinstance(node.operator, cst.Multiply):
+                found.append(node)
+
+    expr.visit(Find())
+    return found
+
+
+def _constant(expr: cst.BaseExpression) -> bool:
+    """A number other than 0 and 1 (`2.0`, `-0.5`), or a module constant (`SCALE`)."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return _constant(expr.expression) or isinstance(expr.expression, (cst.Integer, cst.Float))
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return float(expr.evaluated_value) not in (0.0, 1.0)
+    return isinstance(expr, cst.Name) and expr.value.isupper() and len(expr.value) > 1
 
 
 def _first_gradient(g, site: GradientSite) -> cst.BaseExpression | None:
@@ -466,7 +511,8 @@ def main() -> int:
                                    for d in result.diagnostics]
                 continue
             module, model = result.module, result.model
-            todo = [(site, kind, mutated) for site in model.sites for kind, mutated in mutants(module, model, site)
+            todo = [(site, kind, mutated) for site in model.sites
+                    for kind, mutated in [*mutants(module, model, site), *value_mutants(module, site)]
                     # a mutation that changed nothing (`x.shape` is left alone) is not a bug
                     if mutated != source and (not args.kinds or kind in args.kinds)]
             sites += len(model.sites)

@@ -797,21 +797,23 @@ def prelu(x, alpha):
 def layer(x, slope={default}):
     slope = tf.convert_to_tensor(slope)
     return prelu(x, {arg})
-"""
+{more}"""
 
 
-@pytest.mark.parametrize("default,arg,at", [
+@pytest.mark.parametrize("default,arg,more,at", [
     # A scalar slope reaches the call: summed over every axis is its gradient (TensorFlow 2.21:
     # equal to autodiff for a scalar alpha).
-    ("0.25", "slope", []),
-    ("0.25", "-0.1", []),
+    ("0.25", "slope", "", []),
+    ("0.25", "-0.1", "", []),
     # Per-channel, or unknown: the scalar gradient of a (3,) alpha (TensorFlow 2.21 handed back
     # shape ()).
-    ("None", "tf.fill([3], 0.25)", [(9, 51)]),
-    ("None", "slope", [(9, 51)]),
+    ("None", "tf.fill([3], 0.25)", "", [(9, 51)]),
+    ("None", "slope", "", [(9, 51)]),
+    # A scalar here, a (3,) array at another call: wrong there.
+    ("0.25", "slope", "\ndef channels(x):\n    return prelu(x, tf.ones([3]) * 0.25)\n", [(9, 51)]),
 ])
-def test_a_scalar_gradient_is_right_for_an_input_called_with_a_scalar(default, arg, at):
-    assert cg018(PRELU_CALLED.format(default=default, arg=arg)) == at
+def test_a_scalar_gradient_is_right_for_an_input_called_with_a_scalar(default, arg, more, at):
+    assert cg018(PRELU_CALLED.format(default=default, arg=arg, more=more)) == at
 
 
 def test_keras_dtype_helpers_evaluate():

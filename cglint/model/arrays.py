@@ -225,6 +225,37 @@ STRAIGHT_THROUGH: dict[str, Callable] = {
 }
 OPS.update({**dict.fromkeys(_QUANT, _fake_quant(_half_away, True)), "rint": _unary(np.rint)})
 
+def _log_softmax(logits=None, axis=None, name=None, x=None):
+    a = _f(logits if x is None else x)
+    axis = -1 if axis is None else int(axis)
+    shifted = a - np.max(a, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _logsumexp(input_tensor=None, axis=None, keepdims=False, name=None, x=None):
+    a = _f(input_tensor if x is None else x)
+    top = np.max(a, axis=_axis(axis), keepdims=True)
+    out = np.log(np.sum(np.exp(a - top), axis=_axis(axis), keepdims=True)) + top
+    return out if keepdims else np.squeeze(out, axis=_axis(axis))
+
+
+def _clip_by_norm(t, clip_norm, axes=None, name=None):
+    a = _f(t)
+    norm = np.sqrt(np.sum(a * a, axis=_axis(axes), keepdims=True))
+    return a * _f(clip_norm) / np.maximum(norm, _f(clip_norm))  # TensorFlow's: unchanged under the norm
+
+
+def _concat(values, axis, name=None):
+    parts = [_f(v) for v in values]
+    fits((sum(int(np.size(p)) for p in parts),))
+    return np.concatenate(parts, axis=int(axis))
+
+
+# Normalisations, stable as TensorFlow's kernels are (`keras.ops.softmax(x, axis=-1)` too).
+OPS.update({"clip_by_norm": _clip_by_norm, "concat": _concat, "softmax": lambda *a, **k: np.exp(_log_softmax(*a, **k)), "log_softmax": _log_softmax,
+            "reduce_logsumexp": _logsumexp, "logsumexp": _logsumexp})
+
+
 # Python builtins the maths may use.
 def _range(*args):
     # The evaluator reads every number literal as a float: `range(1, n)` takes whole ones.

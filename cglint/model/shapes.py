@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from cglint.model.evaluate import Evaluator
+from cglint.model.interpret import unwrap
 from cglint.model.scopes import Param
 from cglint.model.vjp import _MATHS_ERRORS, Unknown, _Check, _Skip
 
@@ -101,14 +103,24 @@ def _mismatch(check: _Check, scalars: list[int]) -> ShapeMismatch | None:
 
 
 def _passed_a_scalar(model: ModuleModel, site: GradientSite, index: int) -> bool:
-    """Whether a call of the module passes input `index` a Python number, followed through
-    names, parameter defaults and conversions (`beta = tf.cast(tf.convert_to_tensor(beta), ...)`
-    for `def swish(features, beta=1.0)`)."""
+    """Whether a call of the module passes input `index` a Python number (followed through
+    names, parameter defaults and conversions: `beta = tf.cast(tf.convert_to_tensor(beta), ...)`
+    for `def swish(features, beta=1.0)`), and none passes it an array the evaluator computes
+    (`tf.ones([3]) * 0.25`): there a scalar gradient is wrong whatever other callers pass."""
+    import numpy as np
+
+    scalar = False
     for call, scope in model.calls_reaching(site):
         args = [a for a in call.args if a.keyword is None and not a.star]
-        if len(args) > index and _scalar(model, args[index].value, scope, 0):
-            return True
-    return False
+        if len(args) <= index:
+            continue
+        try:
+            if np.ndim(unwrap(Evaluator(model, {}).value(args[index].value, scope))) > 0:
+                return False
+        except (Unknown, *_MATHS_ERRORS):
+            pass
+        scalar = scalar or _scalar(model, args[index].value, scope, 0)
+    return scalar
 
 
 def _scalar(model: ModuleModel, expr: cst.BaseExpression, scope, depth: int) -> bool:

@@ -127,6 +127,17 @@ class VariableQueries:
         `self.dense`, one inexact entry). Each Variable's `name` is the expression as written."""
         if expr is None or depth > 6:
             return []
+        if depth == 0:
+            # Asked again and again for the same expression (the evaluator, at every sample point
+            # of every rule): the model does not change during a lint, so neither does the answer.
+            memo = self.__dict__.setdefault("_weights_memo", {})
+            key = (id(expr), id(scope))
+            if key not in memo:
+                memo[key] = (expr, scope, self._weights(expr, scope, 0))
+            return list(memo[key][2])
+        return self._weights(expr, scope, depth)
+
+    def _weights(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[Variable]:
         out: list[Variable] = []
         name: str | None = None
         for value in self.resolve(expr, scope):

@@ -37,6 +37,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "CG016": ("cg016_gradient_dtype", "GradientDtype"),
     "CG017": ("cg017_gradient_override_ignored", "GradientOverrideIgnored"),
     "CG018": ("cg018_gradient_shape", "GradientShape"),
+    "CG019": ("cg019_gradient_value", "GradientValue"),
 }
 CODES: tuple[str, ...] = tuple(_REGISTRY)
 # Rules outside the default catalogue, run only when asked for (`--report-unused-noqa`).

@@ -23,7 +23,8 @@ class GradientShape(Rule):
     gradient (a stop) are not flagged, nor a gradient summed over every axis for an input that a
     call in the module passes a Python number (followed through names, defaults and
     `tf.convert_to_tensor` / `tf.cast`: `def swish(features, beta=1.0)`), where a scalar is
-    the shape it has. Without such a call an input that broadcasts is taken to be per-channel.
+    the shape it has, unless another call passes it an array cglint computes (`tf.ones([3])`).
+    Without such a call an input that broadcasts is taken to be per-channel.
 
     ## Why is this bad?
     TensorFlow 2.21 does not check the shapes a grad fn returns: for `alpha` of shape (3,),

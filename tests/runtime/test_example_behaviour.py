@@ -43,6 +43,12 @@ CASES = [
     ("CG014", "INVALID", "dkernel if v is self.dense.kernel else", "mismatch"),
     ("CG014", "INVALID", "by_var = {self.gain: tf.reduce_sum(dy * x, axis=0)}", "raises"),  # unhashable
     ("CG014", "VALID", "gain = self.gain.value", "match"),
+    # CG019: wrong formulas differ from autodiff; the right ones (one a stable rewrite) match
+    ("CG019", "INVALID", "return dy * tf.where(x > 0.0, 1.0, ALPHA * tf.exp(x))", "mismatch"),  # SELU's scale
+    ("CG019", "INVALID", "return -dy * tf.sigmoid(x)", "mismatch"),
+    ("CG019", "INVALID", "return dy * s\n", "mismatch"),  # the softmax VJP's second term missing
+    ("CG019", "VALID", "return dy * SCALE * tf.where(", "match"),
+    ("CG019", "VALID", "return dy / (1.0 + tf.exp(-x))", "match"),
 ]
 
 

@@ -70,12 +70,14 @@ EXPECTED = {
 # What the static rules say about the same modules (fixtures/ is linted as a whole by
 # tests/test_cli.py and tests/test_flake8.py): most of these bugs are only visible at runtime.
 # CG015: a Python float passed positionally (converted to a tensor under tf.function).
-STATIC = {"layer_norm_swap.py": {"CG006"}, "tf_function_inside.py": {"CG001"},
+STATIC = {"layer_norm_swap.py": {"CG006"}, "tf_function_inside.py": {"CG001", "CG019"},
           "grad_multiplier.py": {"CG015"},
           # its bug, softsign's derivative at the output, is found statically by the evaluated maths too
           "keras_layer_call.py": {"CG005"},
-          # swish's beta is a (3,) weight: its gradient summed to a scalar is found by the evaluated maths
-          "silu_beta.py": {"CG018"}}
+          # wrong derivatives found by the evaluated maths (CG019): a wrong second derivative,
+          # and sigmoid(1.702x) for the tanh GELU's derivative
+          "softplus_second_order.py": {"CG019"},
+          "method_custom_gradient.py": {"CG019"}}  # d/x without the gain
 
 
 def test_every_runtime_fixture_has_an_expectation():
