@@ -32,11 +32,11 @@ def not_linear_in_upstream(model: ModuleModel, site: GradientSite) -> tuple[list
 
 
 def every_world(model: ModuleModel, site: GradientSite, test: Callable[[_Check], tuple[set[int], ...]],
-                parts: int = 1) -> list[list[str] | None]:
+                parts: int = 1, any_output: bool = False) -> list[list[str] | None]:
     """For each of the `parts` sets of slots `test` gives: the slots in it in every world where
     the grad fn evaluates (None where one world has none)."""
     try:
-        check = _Check(model, site, reads_output=False)
+        check = _Check(model, site, reads_output=False, any_output=any_output)
     except (Unknown, _Skip):
         return [None] * parts
     if check.dy is None or len(check.free) > 2:

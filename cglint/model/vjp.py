@@ -82,12 +82,13 @@ class _Skip(Exception):
 
 
 class _Check:
-    def __init__(self, model: ModuleModel, site: GradientSite, reads_output: bool = True) -> None:
+    def __init__(self, model: ModuleModel, site: GradientSite, reads_output: bool = True,
+                 any_output: bool = False) -> None:
         self.model, self.site = model, site
         out = site.outputs[0] if len(site.outputs) == 1 else None
-        # A named output only: evaluating every site whose output is an expression too doubled
-        # a lint of 6,000 sites (bench/scaling.py).
-        if (not isinstance(out, cst.Name) or len(site.grad_fns) != 1
+        # A named output, except for the value check (CG019, `any_output`): evaluating every site
+        # whose output is an expression for every check doubled a lint of 6,000 sites.
+        if (not isinstance(out, cst.BaseExpression if any_output else cst.Name) or len(site.grad_fns) != 1
                 or site.has_varargs or not site.inputs or any(not v.exact for v in site.variables)):
             raise _Skip
         self.grad = site.grad_fns[0]
@@ -102,9 +103,9 @@ class _Check:
         # One return is read as an expression; several (or names bound under `if`s) are run.
         self.out, self.returned = out, returns[0] if len(returns) == 1 else None
         # The grad fn's reads of the forward's output (the forward's own binding of the name).
-        if out.value not in site.scope.bindings:
+        if isinstance(out, cst.Name) and out.value not in site.scope.bindings:
             raise _Skip
-        self.reads = [n for s in self.grad.scope.walk() for n in s.reads if n.value == out.value
+        self.reads = [n for s in self.grad.scope.walk() for n in s.reads if n.value == getattr(out, "value", None)
                       and s.lookup(n.value) is not None and s.lookup(n.value)[0] is site.scope]
         if reads_output and not self.reads:
             raise _Skip
