@@ -168,6 +168,15 @@ def test_closure_variants_describe_configuration_not_tensors():
     assert closure_variant(make(Layer(3.0), Tensor(), "fast")) != a
     assert closure_variant(lambda y: y) == ()
 
+    def converted(ag__, mode):  # a function autograph converted closes over its module of helpers
+        def f(y):
+            return ag__, mode, y
+        return f
+
+    helpers = type("Module", (), {})()
+    helpers.converted_call = len
+    assert closure_variant(converted(helpers, "fast")) == ("mode='fast'",)
+
 
 def _wrapper(vjp_fwd, vjp_bwd):
     """The shape of `tfp.math`'s custom_gradient decorator: one generic forward for every function."""

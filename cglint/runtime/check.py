@@ -86,6 +86,25 @@ def _closed_over(fn):
     return found[0] if len(found) == 1 else None
 
 
+# TensorFlow's messages for a tensor used outside the graph that made it. A forward or grad fn
+# holding a tensor of the tf.function, Keras model or TF1 graph it was built in runs only there:
+# called again on other inputs (as a check does) it raises this, which says nothing of its gradient.
+_OTHER_GRAPH = re.compile(r"is out of scope and cannot be used here|must be from the same graph as|"
+                          r"is not an element of this graph|Attempting to capture an EagerTensor without")
+
+
+def _other_graph(e: BaseException) -> str | None:
+    """The `skipped` detail when `e` (or what it wraps) is a tensor used outside its graph."""
+    found = None
+    while e is not None:  # TensorFlow's own exception, not the checker's wrapper of it
+        found = e if _OTHER_GRAPH.search(str(e)) else found
+        e = e.__cause__
+    if found is None:
+        return None
+    return ("the forward or its grad fn uses a tensor of the graph it was built in (a tf.function, a Keras "
+            f"model, a TF1 graph), which it cannot use outside that graph, on the check's inputs: {_first_line(found)}")
+
+
 def _no_autodiff(e: Exception) -> bool:
     """TensorFlow's autodiff cannot differentiate through an op of the forward."""
     return (isinstance(e, LookupError) and "No gradient defined" in str(e)) or (
@@ -137,11 +156,40 @@ class _Arg:
     errors: list = field(default_factory=list)
 
 
+# Ops that draw random numbers: stateful, stateless (seeded by an input) and the generators'.
+_RANDOM_OP = re.compile(r"Random|TruncatedNormal|Multinomial|^Stateful|^Rng")
+
+
+class _RandomOps:
+    """Notes the random ops run while it is entered (TensorFlow's op callbacks are per thread
+    and see eager execution and graph building alike)."""
+
+    def __enter__(self):
+        from tensorflow.python.framework import op_callbacks
+
+        self.found: list[str] = []
+        op_callbacks.add_op_callback(self)
+        return self
+
+    def __call__(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        name = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+        if _RANDOM_OP.search(name) and name not in self.found:
+            self.found.append(name)
+        return None  # the outputs unchanged
+
+    def __exit__(self, *exc):
+        from tensorflow.python.framework import op_callbacks
+
+        op_callbacks.remove_op_callback(self)
+        return False
+
+
 class _FiniteDifferencesOnly:
     """A `verdict.Measure` without the small-upstream probe."""
 
     def __init__(self, checker):
         self.fd = checker.fd
+        self.random_ops = checker.random_ops
 
     def small(self, factor):
         raise NotImplementedError
@@ -176,10 +224,11 @@ class _Checker:
         """Runs the undecorated forward under a persistent tape: y, grad fn, variables read."""
         tape = tf.GradientTape(persistent=True)
         try:
-            with tape:
+            with tape, _RandomOps() as random_ops:
                 for i in self.diff_idx:
                     tape.watch(self.flat_in[i])
                 out = self.forward(*self.args)
+            self.random_ops = random_ops.found
         except Exception as e:  # the inputs do not fit this function
             raise _NotRunnable(f"forward raised on these inputs: {_first_line(e)}") from e
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
@@ -706,10 +755,11 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
                        order)
     try:
         report = checker.run()
-    except _Structural as e:
+    except (_Structural, _NotRunnable) as e:
+        other = _other_graph(e)
+        if other is not None or isinstance(e, _NotRunnable):
+            return V.skipped(other or str(e), seed, getattr(checker, "fn_name", ""))
         return checker._report("error", str(e), [])
-    except _NotRunnable as e:
-        return V.skipped(str(e), seed, getattr(checker, "fn_name", ""))
     except Exception as e:  # a failure of the checker itself must not become a traceback
         return V.skipped(f"the check itself failed: {_first_line(e)}", seed,
                          getattr(checker, "fn_name", ""))

@@ -85,6 +85,10 @@ class Measure(Protocol):
     def quantised(self, k: int) -> bool:
         """True if tiny steps of argument k leave the output unchanged or only rescale it."""
 
+    # The random ops the forward ran (a sampler): its finite differences measure the jumps of
+    # its samples, not a derivative, so they are no reference.
+    random_ops: list[str]
+
 
 @dataclass
 class Options:
@@ -315,7 +319,7 @@ class _Decider:
         """Compares custom and autodiff with finite differences along a random direction and
         along the custom gradient itself (Cauchy-Schwarz-normalised: |<c,v> - fd| / ||c||).
         Returns (custom_ok, autodiff_ok, custom_err, fd_zero, precise) or None if FD failed."""
-        if self.measure is None or np.iscomplexobj(c) or "complex" in arg.dtype:
+        if self.measure is None or np.iscomplexobj(c) or "complex" in arg.dtype or self.random_ops():
             return None
         rng = np.random.default_rng(k)
         v1 = rng.standard_normal(arg.shape)
@@ -401,6 +405,11 @@ class _Decider:
                 return ("skipped", None, emax,
                         f"inconclusive for {arg.name}: autodiff and finite differences disagree "
                         "(a kink or non-smooth point?)")
+        elif self.random_ops() and (not finite_ad or all(a is None for a in as_)):
+            return ("skipped", None, None,
+                    f"inconclusive for {arg.name}: the forward draws random numbers ({', '.join(self.random_ops())}), so "
+                    "finite differences measure the jumps of its samples, not a derivative, and autodiff "
+                    f"{'is not finite' if not finite_ad else 'has no gradient'} here")
         elif not finite_ad:
             i = next(i for i, a in enumerate(as_) if not finite(a))
             return ("skipped", None, None, f"inconclusive for {arg.name}: autodiff is not finite "
@@ -412,6 +421,9 @@ class _Decider:
         elif self.passes_masked_upstream(k) and self._quantised(k):
             return quantiser
         return ("mismatch", "autodiff", emax, f"d/{arg.name} off by {pct(emax)} vs autodiff")
+
+    def random_ops(self) -> list[str]:
+        return list(getattr(self.measure, "random_ops", None) or ())
 
     def _quantised(self, k) -> bool:
         try:

@@ -250,6 +250,8 @@ def closure_variant(f) -> tuple[str, ...]:
         return ()
     parts = []
     for name, cell in zip(code.co_freevars, cells):
+        if name == "ag__":  # autograph's module of helpers, in every function it converted
+            continue
         try:
             value = cell.cell_contents
         except ValueError:  # not yet assigned
@@ -503,6 +505,14 @@ class Tracer:
         if self.finished:
             return
         self.finished = True
+        from tensorflow.python.eager import context
+
+        # The check is eager, whatever the program set: after `tf.compat.v1.disable_eager_execution()`
+        # random inputs built in graph mode would be tensors of the program's graph.
+        with context.eager_mode():
+            self._finish()
+
+    def _finish(self) -> None:
         for rec in [v for r in list(self.records.values()) if r is not None for v in list(r.variants.values())]:
             # Most specific signatures first: checking (float32[4, 3]) also covers (float32[None, 3]).
             for sig, entry in sorted(rec.symbolic.items(), key=lambda kv: _unknown_dims(kv[0])):
@@ -529,13 +539,16 @@ class Tracer:
     def check(self, f, args, kwargs, intentional: bool) -> dict:
         """Runs `check_gradient` in a helper thread with the program's state protected; returns
         the report as a dict (never raises). Inputs over the budget are checked on a slice."""
+        from tensorflow.python.eager import context
+
         box: dict = {}
         args, sliced = _within_budget(args, self.max_elements)
 
         def work():
             self.local.busy = True
             try:
-                with _quiet(), _rng_preserved(), _no_new_variables():
+                # (eager mode is per thread, and a new one starts in the program's default mode)
+                with context.eager_mode(), _quiet(), _rng_preserved(), _no_new_variables():
                     check_gradient = _import_check()
                     fn = f
                     if kwargs:

@@ -664,3 +664,54 @@ def test_a_forward_autodiff_cannot_go_through_is_checked_against_finite_differen
     wrong = check_gradient(_through_py_function(np.sin), x)
     assert wrong.verdict == "mismatch" and "vs finite differences (autodiff has no gradient here)" in wrong.detail, \
         wrong.detail
+
+
+def test_a_grad_fn_holding_a_tensor_of_a_finished_graph_is_skipped_not_an_error():
+    """Built inside a tf.function, the grad fn closes over a tensor of that function's graph: called
+    on other inputs outside it, TensorFlow refuses the tensor. That is where it was called, not
+    its gradient: `skipped` with TensorFlow's message (it was `error`)."""
+    made = {}
+
+    @tf.function
+    def build(x):
+        w = tf.exp(x)
+
+        @tf.custom_gradient
+        def scale(t):
+            return t * 2.0, lambda dy: dy * w
+
+        made["scale"] = scale
+        return scale(x)
+
+    build(tf.ones(3))
+    report = check_gradient(made["scale"], tf.ones(3))
+    assert report.verdict == "skipped", report
+    assert report.detail.startswith("the forward or its grad fn uses a tensor of the graph it was built in"), report
+    assert "is out of scope and cannot be used here" in report.detail
+
+
+@tf.custom_gradient
+def _rejection_sampler(c, seed):
+    """A rejection sampler's shape (TFP's von Mises): stateless random proposals, accepted by a
+    test on `c`, with an implicit gradient; autodiff is NaN at the proposals where sqrt's slope
+    is infinite."""
+    u = tf.random.stateless_uniform([4096], seed, minval=-1.0, maxval=1.0)
+    v = tf.random.stateless_uniform([4096], seed + 1)
+    k = tf.round(3.0 * u)
+    y = tf.where(v < tf.exp(-c * tf.abs(u)), tf.sqrt(c * k * k), 0.0)
+
+    def grad(dy):
+        return tf.reduce_sum(dy * y / (2.0 * c)), None
+
+    return y, grad
+
+
+def test_a_forward_that_draws_random_numbers_is_not_judged_by_finite_differences():
+    """Finite differences of a sampler at a fixed seed jump wherever a step flips an acceptance:
+    they are no reference for its gradient. Where autodiff is not finite either, nothing is
+    (it was `mismatch: d/c off by 1791% vs finite differences`)."""
+    report = check_gradient(_rejection_sampler, tf.constant(1.3), tf.constant([1, 2]))
+    assert report.verdict == "skipped", report
+    assert report.detail == ("inconclusive for c: the forward draws random numbers (StatelessRandomGetKeyCounter, "
+                             "StatelessRandomUniformV2), so finite differences measure the jumps of its samples, "
+                             "not a derivative, and autodiff is not finite here")

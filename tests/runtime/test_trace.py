@@ -480,3 +480,59 @@ def test_a_check_frees_what_it_built_without_walking_the_whole_heap():
         gc.enable()
         gc.collect()
     assert old_ref() is None
+
+
+# A custom gradient built in a graph: checked after the command, outside that graph.
+OTHER_GRAPHS = """import tensorflow as tf
+
+
+@tf.function
+def step(x):
+    w = tf.exp(x[0])  # a tensor of this function's graph, read by the grad fn only
+
+    @tf.custom_gradient
+    def scale(t):
+        def grad(dy):
+            return dy * w
+        return t * w, grad
+
+    return scale(x)
+
+
+def reduce_prod(t, axis):  # TensorFlow Lattice's custom_reduce_prod, closing over a Python axis
+    @tf.custom_gradient
+    def fn(t):
+        fwd = tf.reduce_prod(t, axis=axis)
+
+        def grad_fn(dy):
+            return tf.expand_dims(dy, axis=axis) * tf.math.divide_no_nan(tf.expand_dims(fwd, axis=axis), t)
+
+        return fwd, grad_fn
+
+    return fn(t)
+
+
+print(step(tf.ones((2, 3))).shape)
+tf.compat.v1.disable_eager_execution()  # the rest of the program builds a TF1 graph
+print(len(reduce_prod(tf.ones((1, 5, 3)), -2).shape))
+"""
+
+
+def test_trace_exit_check_of_graph_built_functions_reports_no_error_of_its_own(tmp_path):
+    """A check after the command runs outside the graph the function was built in: a tensor of that
+    graph the grad fn holds cannot be used there (`skipped`, not `error`), and after
+    `disable_eager_execution()` the check still runs eagerly (it was an `error`: "must be from the
+    same graph", its random inputs built in the program's graph)."""
+    (tmp_path / "prog.py").write_text(OTHER_GRAPHS)
+    out = tmp_path / "report.json"
+    proc = trace(sys.executable, "prog.py", cwd=tmp_path, options=("--output-format", "json", "--output-file", out))
+    assert proc.returncode == 0 and proc.stdout == "(2, 3)\n2\n", (proc.stdout, proc.stderr)
+    by_name = {r["function"]: r for r in json.loads(out.read_text())["runtime"]}
+    scale = by_name["step.<locals>.scale"]
+    assert scale["verdict"] == "skipped", scale
+    assert scale["detail"].startswith("the forward or its grad fn uses a tensor of the graph it was built in"), scale
+    assert "is out of scope" in scale["detail"]
+    fn = by_name["reduce_prod.<locals>.fn"]
+    assert fn["verdict"] == "match", fn
+    assert fn["checked"] == ("first called under tf.function with (float32[1, 5, 3]); checked after the command "
+                             "on random inputs (float32[1, 5, 3])")
