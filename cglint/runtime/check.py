@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from . import verdict as V
-from .report import GradientReport
+from .report import GradientReport, exception_text
 from .verdict import DEFAULT_RTOL, FD_TOL, SCALE_FLOOR  # noqa: F401 - re-exported
 
 
@@ -36,13 +36,8 @@ class _NotRunnable(Exception):
     """The forward cannot be run on the given inputs (message is user-facing)."""
 
 
-_VAR_REPR = re.compile(r"<tf\.Variable '([^']*)'.*?>", re.DOTALL)
-
-
 def _first_line(exc: BaseException, limit: int = 240) -> str:
-    # Variable reprs carry multi-line numpy arrays; their names are what a reader needs.
-    text = _VAR_REPR.sub(lambda m: repr(m.group(1)), str(exc))
-    text = re.sub(r" at 0x[0-9a-f]+>", ">", text)  # object addresses change from run to run
+    text = exception_text(exc)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     text = lines[0] if lines else ""
     msg = f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 VERDICTS = ("match", "mismatch", "intentional", "error", "skipped")
+_VAR_REPR = re.compile(r"<tf\.Variable '([^']*)'.*?>", re.DOTALL)
+
+
+def exception_text(exc: BaseException) -> str:
+    """An exception's text as reports show it: a tf.Variable by its name (its repr carries a
+    multi-line array), without object addresses (they change from run to run)."""
+    text = _VAR_REPR.sub(lambda m: repr(m.group(1)), str(exc))
+    return re.sub(r" at 0x[0-9a-f]+>", ">", text)
 REFERENCES = ("autodiff", "float64-autodiff", "finite-differences")
 
 

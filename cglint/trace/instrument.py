@@ -52,7 +52,6 @@ from typing import Any, Callable
 CG_MODULE = "tensorflow.python.ops.custom_gradient"
 _CG_FILE = os.path.join("tensorflow", "python", "ops", "custom_gradient.py")
 _INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
-_VAR_REPR = re.compile(r"<tf\.Variable '([^']*)'.*?>", re.DOTALL)
 
 _tracer: "Tracer | None" = None
 
@@ -61,8 +60,9 @@ def message_of(exc: BaseException, limit: int = 300) -> str:
     """TensorFlow's message, one line: `TypeError: @tf.custom_gradient grad_fn must ...`.
     Errors raised while tracing a tf.function read "in user code: <frames> ... <message>":
     the message is the last line then."""
-    text = _VAR_REPR.sub(lambda m: repr(m.group(1)), str(exc))
-    text = re.sub(r" at 0x[0-9a-f]+>", ">", text)  # object addresses change from run to run
+    from cglint.runtime.report import exception_text
+
+    text = exception_text(exc)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not lines:
         return type(exc).__name__
