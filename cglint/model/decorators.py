@@ -35,6 +35,19 @@ class DecoratorQueries:
             return False  # `@tf.function`, `@functools.wraps(...)`: an import's own attribute
         return any(c.model._wraps(c, what, 0) for c in self.callables(decorator, scope))
 
+    def applications_of(self, factory: cst.FunctionDef) -> list[str]:
+        """Module-level functions decorated with `factory` or a call of it (`@straight_through(clip=1.0)
+        def binarize(x)`), through any name bound to it: calling them reaches what the factory
+        makes with the module's own arguments."""
+        out = []
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.FunctionDef) and any(
+                    c.node is factory for d in stmt.decorators
+                    for c in self.callables(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator,
+                                            self.root)):
+                out.append(stmt.name.value)
+        return out
+
     def compiles_under_custom_gradient(self, decorator: cst.BaseExpression, scope: Scope) -> bool:
         """Whether a user decorator (or what a decorator factory's call returns, `@fused_op()`)
         applies `tf.custom_gradient` to `tf.function(...)` of what it decorates: the compiled

@@ -203,21 +203,6 @@ def _owning_method(model: ModuleModel, site: GradientSite) -> dict | None:
     return None
 
 
-def _decorated_with(model: ModuleModel, factory: str) -> list[str]:
-    """Module-level functions the module decorates with `factory` (`@straight_through(clip=1.0)
-    def binarize(x)`): calling them reaches the custom gradient the factory makes with the
-    module's own arguments, where calling the factory itself would need made-up ones."""
-    out = []
-    for stmt in model.module.body:
-        if isinstance(stmt, cst.FunctionDef):
-            for d in stmt.decorators:
-                expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
-                if isinstance(expr, cst.Name) and expr.value == factory:
-                    out.append(stmt.name.value)
-                    break
-    return out[:4]
-
-
 def _decorated_method(model: ModuleModel, site: GradientSite) -> dict | None:
     """A method of a module-level class that is itself the custom gradient (`@tf.custom_gradient
     def _affine(self, x)`): it needs an instance, so the child builds the class, calls the
@@ -249,7 +234,7 @@ def _owning_function(model: ModuleModel, site: GradientSite) -> dict | None:
         if scope.parent is model.root:
             outer = scope.node.name.value
             owner = {"function": outer, "site": site.name, "qualname": ".".join([outer, "<locals>"] + names)}
-            if applied := _decorated_with(model, outer):
+            if applied := model.applications_of(scope.node)[:4]:
                 owner["applied"] = applied
             return owner
         names = [scope.node.name.value, "<locals>"] + names
