@@ -1,6 +1,5 @@
 """CG009 upstream-ignored."""
 
-import re
 from typing import Iterator
 
 import libcst as cst
@@ -327,7 +326,7 @@ def _not_a_factor(site: GradientSite, grad) -> Iterator[Finding]:
         )
         return
     # A gradient transformed on purpose (signSGD's `sign(dy)`), declared so for cglint's runtime.
-    if scaling and not _declared_intentional(site.model.module, site.forward):
+    if scaling and not site.declared_intentional:
         yield Finding(
             anchor,
             f"`{grad.name}` returns a gradient for {_names(scaling)} that does not scale with the upstream `{dy}` "
@@ -335,22 +334,6 @@ def _not_a_factor(site: GradientSite, grad) -> Iterator[Finding]:
             f"multiplies the local derivative by `{dy}`, and TensorFlow trains on a gradient transformed by "
             f"something else (`{dy}**2`, `sign({dy})`, `abs({dy})`); multiply: `{dy} * local_derivative`",
         )
-
-
-def _declared_intentional(module: cst.Module, fn) -> bool:
-    """`# cglint: intentional` on the def line or in the comments directly above it (the module's
-    header, where the def is the file's first statement)."""
-    if not isinstance(fn, cst.FunctionDef):
-        return False
-    above = []
-    lines = [*module.header, *fn.leading_lines] if module.body and module.body[0] is fn else fn.leading_lines
-    for line in reversed(lines):
-        if line.comment is None:
-            break
-        above.append(line.comment.value)
-    header = getattr(fn.body, "header", None)
-    comments = [*above, *([header.comment.value] if header is not None and header.comment else [])]
-    return any(re.match(r"#\s*cglint:\s*intentional\b", c) for c in comments)
 
 
 def _names(slots: list[str]) -> str:

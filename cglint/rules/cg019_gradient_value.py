@@ -9,7 +9,6 @@ from cglint.model import GradientSite
 from cglint.model.gradvalue import gradient_value_mismatch
 from cglint.rules import rule
 from cglint.rules.base import Invalid, Rule
-from cglint.rules.cg009_upstream_ignored import _declared_intentional
 
 # Rules that explain a wrong value more precisely where they fire (an output read for an input,
 # an upstream not multiplied in, a gradient of another shape): theirs is the finding.
@@ -223,7 +222,7 @@ def soft_sign(x):
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         if len(site.grad_fns) != 1:
             return
-        hit = gradient_value_mismatch(site.model, site, _declared_intentional(site.model.module, site.forward))
+        hit = gradient_value_mismatch(site.model, site, site.declared_intentional)
         if hit is None or any(next(iter(rule(code)().check_site(site)), None) for code in _MORE_PRECISE):
             return
         grad = site.grad_fns[0]
