@@ -183,10 +183,14 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
-def _run(argv: list[str] | None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line's arguments (`--runtime=all` as `--runtime-scope all`); a usage error exits 2."""
     argv = [a.replace("--runtime=", "--runtime-scope=", 1) if a.startswith("--runtime=") else a for a in argv]
-    args = build_parser().parse_args(argv)
+    return build_parser().parse_args(argv)
+
+
+def _run(argv: list[str] | None) -> int:
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
     from cglint import config, engine, files
 
     if args.explain:

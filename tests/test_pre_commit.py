@@ -98,16 +98,16 @@ def test_pre_commit_hooks_fail_then_fix(tmp_path, head):
     assert again.stdout.count("Passed") == 2
 
 
-README = (ROOT / "README.md").read_text()
-PLACEHOLDER = "https://example.invalid/cglint"  # the README's stand-in for this repository's URL
+CI_DOC = (ROOT / "docs" / "ci.md").read_text()
+PLACEHOLDER = "https://example.invalid/cglint"  # the docs' stand-in for this repository's URL
 
 
 def _readme_snippet() -> str:
-    """The `.pre-commit-config.yaml` the README's "pre-commit" section shows, as written."""
+    """The `.pre-commit-config.yaml` the "pre-commit" section of docs/ci.md shows, as written."""
     import re
 
-    found = re.search(r"^### pre-commit\n\n```yaml\n(.*?)^```", README, re.S | re.M)
-    assert found, "the README has no pre-commit snippet"
+    found = re.search(r"^## pre-commit\n\n```yaml\n(.*?)^```", CI_DOC, re.S | re.M)
+    assert found, "docs/ci.md has no pre-commit snippet"
     return found.group(1)
 
 
@@ -118,7 +118,7 @@ def test_the_readme_recipe_as_written_fails_a_bad_commit_and_the_fix_hook_repair
 
     snippet = _readme_snippet()
     rev = re.search(r"^\s*rev:\s*(\S+)", snippet, re.M).group(1)
-    assert rev == f"v{cglint.__version__}", "the README's rev names this version's release tag"
+    assert rev == f"v{cglint.__version__}", "the recipe's rev names this version's release tag"
     # A clone of this repository stands where its URL would be; the release tag is there, or
     # (a checkout whose tag is not created yet) is made in the clone at the checkout's commit.
     hooks_repo = tmp_path / "cglint"
@@ -149,9 +149,9 @@ def test_the_readme_recipe_as_written_fails_a_bad_commit_and_the_fix_hook_repair
     assert "ops.py:9:" in out and "CG005" in out, out
     assert (project / "ops.py").read_text() == BAD
 
-    # The README's alternative: the fix hook instead of the check.
+    # The recipe's alternative: the fix hook instead of the check.
     fix_line = re.search(r"^(\s*)# (- id: cglint-fix)", config, re.M)
-    assert fix_line, "the README offers the cglint-fix hook"
+    assert fix_line, "the recipe offers the cglint-fix hook"
     config = re.sub(r"^\s*- id: cglint\b(?!-).*\n", "", config, flags=re.M)
     config = config.replace(fix_line.group(0), fix_line.group(1) + fix_line.group(2))
     (project / ".pre-commit-config.yaml").write_text(config)

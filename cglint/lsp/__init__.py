@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = Parser(
         prog="cglint lsp",
-        description="Run the cglint language server on stdin/stdout (for editors; see README, 'Editor setup').",
+        description="Run the cglint language server on stdin/stdout (for editors; see docs/editor.md).",
     )
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning",
                         help="what to log on stderr (editors show it in the server's output; default: warning)")
