@@ -79,6 +79,54 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def package_graph(graph: dict[str, set[str]], packages: set[str]) -> dict[str, set[str]]:
+    """The same edges between sub-packages (`cglint.model`, `cglint.runtime`, ...); a module
+    outside them (`cglint.engine`) is a node of its own, and the root package is no node."""
+
+    def node(module: str) -> str:
+        head = ".".join(module.split(".")[:2])
+        return head if head in packages else module
+
+    out: dict[str, set[str]] = {}
+    for module, edges in graph.items():
+        if "." not in module:
+            continue
+        out.setdefault(node(module), set()).update(node(e) for e in edges if "." in e and node(e) != node(module))
+    return out
+
+
+def _subpackages(root: Path) -> set[str]:
+    return {f"{root.name}.{d.name}" for d in root.iterdir() if (d / "__init__.py").is_file()}
+
+
+def test_cglint_packages_have_no_cycle():
+    """Packages depend one way: the gradient-check core (`cglint.gradcheck`) on nothing of
+    cglint's; the model, the runtime and trace on it; neither the model nor trace on the runtime."""
+    graph = package_graph(import_graph(PACKAGE), _subpackages(PACKAGE))
+    assert cycle(graph) is None, " -> ".join(cycle(graph))
+    assert graph["cglint.gradcheck"] == set(), graph["cglint.gradcheck"]
+    assert "cglint.gradcheck" in graph["cglint.model"] and "cglint.gradcheck" in graph["cglint.trace"]
+    assert "cglint.runtime" not in graph["cglint.model"] and "cglint.runtime" not in graph["cglint.trace"]
+
+
+def test_a_package_cycle_is_found(tmp_path):
+    """Two sub-packages whose modules import each other, acyclic module by module, are a cycle."""
+    pkg = tmp_path / "pkg"
+    for sub in ("a", "b"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "x.py").write_text("from pkg.b import y\n")
+    (pkg / "b" / "y.py").write_text("")
+    (pkg / "b" / "z.py").write_text("from pkg.a import w\n")
+    (pkg / "a" / "w.py").write_text("")
+    graph = import_graph(pkg)
+    assert cycle(graph) is None
+    assert sorted(set(cycle(package_graph(graph, _subpackages(pkg))))) == ["pkg.a", "pkg.b"]
+    (pkg / "b" / "z.py").write_text("")
+    assert cycle(package_graph(import_graph(pkg), _subpackages(pkg))) is None
+
+
 def test_cglint_imports_have_no_cycle():
     graph = import_graph(PACKAGE)
     assert {"cglint.engine", "cglint.notebook", "cglint.fix", "cglint.model.module"} <= graph.keys()

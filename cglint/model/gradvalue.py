@@ -1,7 +1,7 @@
 """A grad fn judged by the values of its gradients: each against the forward's vector-Jacobian
 product, at a few sample points (`cglint.model.vjp`'s samples), in every world where both
 evaluate. The VJP is taken whole, by float64 central differences of <dy, forward> per element;
-custom and VJP then go to the runtime's own decision (`cglint.runtime.verdict.decide`, pure
+custom and VJP then go to the runtime's own decision (`cglint.gradcheck.verdict.decide`, pure
 NumPy), so a deliberate estimator (reversal, straight-through, clipping, a stop) is told apart
 from a wrong formula exactly as `--runtime` tells it. Anything Unknown claims nothing."""
 
@@ -91,8 +91,8 @@ def _mismatched(check: _Check, shapes: list[tuple], intentional: bool, data: str
     judged as the runtime judges one (two upstreams at the same inputs); with `data`, the
     inputs without a gradient sampled so (None: nothing to sample so, `_Skip`)."""
     # The runtime's decision (pure NumPy, no TensorFlow) and its probes' domains, by name.
-    from cglint.runtime import verdict as V
-    from cglint.runtime.spec import positive_domain
+    from cglint.gradcheck import verdict as V
+    from cglint.gradcheck.domain import positive_domain
 
     np = check.np
     positive = [positive_domain(name) for name in check.slots]

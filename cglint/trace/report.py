@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cglint.runtime.symptoms import shows
+from cglint.gradcheck.symptoms import shows
 
 _RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
 _SUMMARY_KEYS = ("verdict", "reference", "max_rel_error", "detail")
@@ -159,7 +159,7 @@ def build(functions: list[Function], settings=None, cwd: Path | None = None):
                 results[display] = result
         verdict = verdict_of(fn)
         if verdict.get("verdict") == "skipped":  # say what would check it
-            from cglint.runtime.report import next_step
+            from cglint.gradcheck.report import next_step
 
             verdict = {**verdict, "detail": next_step(verdict.get("detail") or "", "trace", display)}
         line, name = fn.firstlineno, fn.qualname
