@@ -254,8 +254,11 @@ def _run(argv: list[str] | None) -> int:
     import importlib.util
 
     if args.runtime and importlib.util.find_spec("tensorflow") is None:  # children run in this interpreter
-        return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours): "
-                     "pip install tensorflow, or tensorflow-cpu")
+        # The pip line is run as printed by tests/test_install_recipes.py.
+        import shlex
+
+        return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours); "
+                     f"the CPU wheel: {shlex.quote(sys.executable)} -m pip install tensorflow-cpu")
     fixing = args.fix or args.diff
     exempt = _recorded_by_baseline(args, settings) if fixing else None
     if isinstance(exempt, int):
