@@ -1,7 +1,7 @@
 """Every install and CI recipe of the README and docs/, run as written with real pip against a
 local clone of this repository (no network for cglint itself: pip's own configuration serves its
 dependencies). As docs/ci.md says, `https://example.invalid/cglint.git` (this repository's URL)
-is replaced by the clone's `file://` URL and `/path/to/cglint` (a checkout) by the clone's path;
+is replaced by the clone's `file://localhost/...` URL and `/path/to/cglint` (a checkout) by the clone's path;
 nothing else in a recipe is changed. The pre-commit recipe is run by tests/test_pre_commit.py.
 
 The clone holds the checkout's commits, not its uncommitted changes: commit before running this.
@@ -79,8 +79,9 @@ def clone(tmp_path_factory) -> dict:
 
 
 def _as_run_here(command: str, clone: dict) -> str:
-    """The recipe's command with the two documented substitutions, nothing else."""
-    return command.replace(URL, f"file://{clone['bare']}").replace(CHECKOUT, str(clone["checkout"]))
+    """The recipe's command with the two documented substitutions, nothing else. (`localhost`: the
+    pip of Python 3.11's venv, 23.2, refuses a `git+file:///path` URL without a host.)"""
+    return command.replace(URL, f"file://localhost{clone['bare']}").replace(CHECKOUT, str(clone["checkout"]))
 
 
 def _venv(path: Path) -> dict:
@@ -165,8 +166,9 @@ def test_the_install_lines_and_the_error_messages_pip_lines_run_as_written(clone
     report = json.loads((project / "report.json").read_text())
     assert checked.returncode == 1 and [r["verdict"] for r in report["runtime"]] == ["mismatch"], checked.stderr[-2000:]
 
-    # The remaining lines (extras, the editable checkout), each run as written.
-    for command in [c for _, c in lines if c not in plain]:
+    # The remaining lines, each run as written: the extras, then the editable checkout (last: a
+    # git line after it would replace it).
+    for command in sorted((c for _, c in lines if c not in plain), key=lambda c: CHECKOUT in c):
         run_line(command)
     where = subprocess.run([python, "-c", "import cglint, pygls, tensorflow; print(cglint.__file__)"], env=env,
                            capture_output=True, text=True, cwd=tmp_path)
