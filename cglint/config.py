@@ -47,6 +47,8 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 _KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime", "baseline",
          "tensorflow-aliases")
 _RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes", "order", "memory-limit")
+# The settings by table, for the command line's tip on an option that is a setting (`--rtol`).
+SETTING_NAMES = {"tool.cglint": _KEYS, "tool.cglint.runtime": _RUNTIME_KEYS}
 
 
 class ConfigError(ValueError):

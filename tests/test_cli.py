@@ -204,6 +204,24 @@ def test_unknown_option_is_a_short_error_with_a_tip():
     assert run.returncode == 2 and "tip: a similar option exists: '--calls'" in run.stderr
 
 
+@pytest.mark.parametrize("option,tip", [
+    ("--json", "a similar option exists: '--output-format json'"),  # not '--version'
+    ("--format", "a similar option exists: '--output-format'"),
+    ("--config-file", "a similar option exists: '--config'"),
+    ("--timeout", "a similar option exists: '--runtime-timeout'"),
+    ("--colour", "a similar option exists: '--color'"),
+    ("--per-file-ignores", "'per-file-ignores' is a setting, not an option: set it under [tool.cglint] in "
+                           "pyproject.toml"),
+    ("--rtol", "'rtol' is a setting, not an option: set it under [tool.cglint.runtime] in pyproject.toml"),
+    ("--verbose", "to pass '--verbose' as a path, use '-- --verbose'"),  # not '--version'
+    ("--target-version", "to pass '--target-version' as a path, use '-- --target-version'"),
+])
+def test_an_unknown_option_gets_a_relevant_tip(option, tip):
+    run = cglint(option, "fixtures/seed/correct.py")
+    assert run.returncode == 2
+    assert run.stderr.splitlines()[2] == f"  tip: {tip}", run.stderr
+
+
 def test_check_is_accepted_as_in_ruff(tmp_path):
     (tmp_path / "m.py").write_text(BAD)
     run = cglint("check", "--output-format", "concise", "-q", ".", cwd=tmp_path)
