@@ -274,7 +274,8 @@ def _run(argv: list[str] | None) -> int:
     from cglint import cache as caching
 
     if caching.usable_for(fixing=fixing, runtime=bool(args.runtime), add_noqa=args.add_noqa,
-                          output_format=args.output_format, unused_noqa=args.report_unused_noqa):
+                          output_format=args.output_format,
+                          unused_noqa=args.report_unused_noqa or "CG100" in settings.codes):
         from cglint import batch
 
         def failed(path: str, exc: Exception) -> None:
@@ -389,8 +390,9 @@ def _show_settings(path: str, settings, args) -> int:
 
 
 def _with_unused_noqa(rules, args):
-    """--report-unused-noqa: CG100 joins the rules (the engine runs it after the others)."""
-    if not args.report_unused_noqa:
+    """--report-unused-noqa: CG100 joins the rules (the engine runs it after the others), as
+    `--extend-select CG100` makes it join them."""
+    if not args.report_unused_noqa or "CG100" in rules:
         return rules
     from cglint.rules.cg100_unused_noqa import UnusedNoqa
 
