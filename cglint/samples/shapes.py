@@ -1,5 +1,5 @@
 """A grad fn judged by the shapes of the gradients it returns, at the sample shapes the forward
-takes (`cglint.model.vjp`'s samples); anything Unknown claims nothing."""
+takes (`cglint.samples.vjp`'s samples); anything Unknown claims nothing."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from cglint.model.evaluate import Evaluator
-from cglint.model.interpret import unwrap
+from cglint.samples.evaluate import Evaluator
+from cglint.samples.interpret import unwrap
 from cglint.model.scopes import Param
-from cglint.model.vjp import _MATHS_ERRORS, Unknown, _Check, _Skip
+from cglint.samples.vjp import _MATHS_ERRORS, Unknown, _Check, _Skip
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel

@@ -1,19 +1,19 @@
 """A grad fn judged by how its variable gradients follow `variables`: TensorFlow pairs the
 returned list with `variables` entry by entry, in an order that changes from process to
 process, so each entry must be the gradient of the variable at that position, whatever the
-order. The grad fn is evaluated (`cglint.model.vjp`'s samples) with `variables` in its order
+order. The grad fn is evaluated (`cglint.samples.vjp`'s samples) with `variables` in its order
 and reversed; anything Unknown claims nothing."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cglint.model.upstream import every_world
+from cglint.samples.upstream import every_world
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
     from cglint.model.sites import GradientSite
-    from cglint.model.vjp import _Check
+    from cglint.samples.vjp import _Check
 
 
 def gradients_by_position(model: ModuleModel, site: GradientSite) -> list[str] | None:

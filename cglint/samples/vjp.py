@@ -2,7 +2,7 @@
 
 TensorFlow's contract: each gradient a grad fn returns is the forward's VJP with the upstream,
 for its own input or variable, at the point the forward ran. Both are evaluated
-(`cglint.model.evaluate`: the project's NumPy ops, never the user's code) at a few sample
+(`cglint.samples.evaluate`: the project's NumPy ops, never the user's code) at a few sample
 points: the VJP by float64 central differences along random directions, the grad fn directly.
 `output_read_for_input` says where a grad fn reads the forward's output that reading an input
 (or the output's own operand) instead makes every gradient right, when the gradients as written
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from cglint.cstwalk import Walker
-from cglint.model.evaluate import Evaluator, Unknown, Var
-from cglint.model.interpret import Function
+from cglint.samples.evaluate import Evaluator, Unknown, Var
+from cglint.samples.interpret import Function
 from cglint.model.scopes import Param
 
 if TYPE_CHECKING:

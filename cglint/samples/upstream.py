@@ -1,13 +1,13 @@
 """A grad fn judged by how its gradients depend on the upstream: a vector-Jacobian product is
 linear in it, so each gradient is zero for a zero upstream and scales with it. Evaluated with
-`cglint.model.vjp`'s samples; anything Unknown claims nothing."""
+`cglint.samples.vjp`'s samples; anything Unknown claims nothing."""
 
 from __future__ import annotations
 
 from itertools import product
 from typing import TYPE_CHECKING, Callable
 
-from cglint.model.vjp import _MATHS_ERRORS, _POINTS, Unknown, _Check, _Skip
+from cglint.samples.vjp import _MATHS_ERRORS, _POINTS, Unknown, _Check, _Skip
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel

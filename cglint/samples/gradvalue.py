@@ -1,5 +1,5 @@
 """A grad fn judged by the values of its gradients: each against the forward's vector-Jacobian
-product, at a few sample points (`cglint.model.vjp`'s samples), in every world where both
+product, at a few sample points (`cglint.samples.vjp`'s samples), in every world where both
 evaluate. The VJP is taken whole, by float64 central differences of <dy, forward> per element;
 custom and VJP then go to the runtime's own decision (`cglint.gradcheck.verdict.decide`, pure
 NumPy), so a deliberate estimator (reversal, straight-through, clipping, a stop) is told apart
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cglint.model.upstream import every_world
-from cglint.model.vjp import _MATHS_ERRORS, _POINTS, _Check, _Skip
+from cglint.samples.upstream import every_world
+from cglint.samples.vjp import _MATHS_ERRORS, _POINTS, _Check, _Skip
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
