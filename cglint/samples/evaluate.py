@@ -18,7 +18,7 @@ import libcst as cst
 
 from cglint.samples.interpret import Function, Instance, Interpreter, Unknown, Var, unwrap
 from cglint.model.ops import tf_op_name
-from cglint.model.scopes import Param, Scope, Unpacked, _is_self, _is_staticmethod
+from cglint.model.scopes import Param, Scope, Unpacked, is_self, is_staticmethod
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -315,11 +315,11 @@ class Evaluator(Interpreter):
         if isinstance(call.func, cst.Name) and isinstance(self.locals.get(call.func.value), Function):
             return self.locals[call.func.value]
         cls = scope.enclosing_class()
-        if isinstance(call.func, cst.Attribute) and _is_self(call.func.value) and cls is not None:
+        if isinstance(call.func, cst.Attribute) and is_self(call.func.value) and cls is not None:
             # `self._helper(x)`: the class's one def of that name, its `self` an Instance
             defs = cls.bindings.get(call.func.attr.value, [])
             if len(defs) == 1 and isinstance(defs[0], cst.FunctionDef) and defs[0] in self.model.scope_of:
-                static = _is_staticmethod(defs[0])
+                static = is_staticmethod(defs[0])
                 return Function(defs[0], self.model.scope_of[defs[0]], {}, () if static else (Instance(),))
         helper = self.model.helper(call.func, scope)
         if helper is None:

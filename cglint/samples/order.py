@@ -13,7 +13,7 @@ from cglint.samples.upstream import every_world
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
     from cglint.model.sites import GradientSite
-    from cglint.samples.vjp import _Check
+    from cglint.samples.vjp import Check
 
 
 def gradients_by_position(model: ModuleModel, site: GradientSite) -> list[str] | None:
@@ -26,7 +26,7 @@ def gradients_by_position(model: ModuleModel, site: GradientSite) -> list[str] |
     return every_world(model, site, lambda check: (_by_position(check),))[0]
 
 
-def _by_position(check: _Check) -> set[int]:
+def _by_position(check: Check) -> set[int]:
     np = check.np
     n, k = check.input_slots, len(check.site.variables)
     x_shape = check._x_shape()

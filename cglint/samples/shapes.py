@@ -11,7 +11,7 @@ import libcst as cst
 from cglint.samples.evaluate import Evaluator
 from cglint.samples.interpret import unwrap
 from cglint.model.scopes import Param
-from cglint.samples.vjp import _MATHS_ERRORS, Unknown, _Check, _Skip
+from cglint.samples.vjp import MATHS_ERRORS, Unknown, Check, Skip
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -42,8 +42,8 @@ def gradient_shape_mismatch(model: ModuleModel, site: GradientSite) -> ShapeMism
     in swish), as a scalar, where a gradient summed over every axis is right. The output's
     shape is the same at each. Nothing where the grad fn or the forward does not evaluate."""
     try:
-        check = _Check(model, site, reads_output=False)
-    except (Unknown, _Skip):
+        check = Check(model, site, reads_output=False)
+    except (Unknown, Skip):
         return None
     if check.dy is None or check.free:
         return None
@@ -59,19 +59,19 @@ def gradient_shape_mismatch(model: ModuleModel, site: GradientSite) -> ShapeMism
             check.rng = np.random.default_rng(0)
             try:
                 return _mismatch(check, scalars)
-            except (Unknown, _Skip, *_MATHS_ERRORS):
+            except (Unknown, Skip, *MATHS_ERRORS):
                 continue
     return None
 
 
-def _mismatch(check: _Check, scalars: list[int]) -> ShapeMismatch | None:
+def _mismatch(check: Check, scalars: list[int]) -> ShapeMismatch | None:
     np = check.np
     check.var_shapes = [check._var_shape(v) for v in check.site.variables]
     n = check.input_slots
     full = (4, 3)  # not square: a reduction over the wrong axis changes the shape
     try:
         check._forward([check._sample(full) for _ in range(n)] + [check._sample(s) for s in check.var_shapes], {})
-    except _MATHS_ERRORS:
+    except MATHS_ERRORS:
         full = check._x_shape()
     configs = [[full[1:] if j == i else full for j in range(n)] for i in range(n)] if n > 1 and full else []
     configs += [[() if j == i else full for j in range(n)] for i in scalars] if n > 1 and full else []
@@ -80,7 +80,7 @@ def _mismatch(check: _Check, scalars: list[int]) -> ShapeMismatch | None:
         flat = [check._sample(s) for s in shapes] + [check._sample(s) for s in check.var_shapes]
         try:
             y = check._forward(flat, {}, record=True)
-        except _MATHS_ERRORS:
+        except MATHS_ERRORS:
             continue  # the forward takes no input of this shape
         base_y = y.shape if base_y is None else base_y
         if y.shape != base_y:
@@ -117,7 +117,7 @@ def _passed_a_scalar(model: ModuleModel, site: GradientSite, index: int) -> bool
         try:
             if np.ndim(unwrap(Evaluator(model, {}).value(args[index].value, scope))) > 0:
                 return False
-        except (Unknown, *_MATHS_ERRORS):
+        except (Unknown, *MATHS_ERRORS):
             pass
         scalar = scalar or _scalar(model, args[index].value, scope, 0)
     return scalar

@@ -30,12 +30,12 @@ if TYPE_CHECKING:
     from cglint.model.variables import Variable
 
 _DIM = 3  # every dimension the source does not fix
-_POINTS = 3
+POINTS = 3
 _MAX_READS = 4  # reads of the output tried in every combination
 _MAX_ELEMENTS = 400  # per sample array
 # What NumPy or Python raise on maths they cannot do with these samples (shapes that do not
 # match, a dict read by a key it lacks, ...): that world is not evaluable.
-_MATHS_ERRORS = (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AttributeError)
+MATHS_ERRORS = (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AttributeError)
 
 
 @dataclass
@@ -52,8 +52,8 @@ class OutputRead:
 
 def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead | None:
     try:
-        check = _Check(model, site)
-    except (Unknown, _Skip):
+        check = Check(model, site)
+    except (Unknown, Skip):
         return None
     import numpy as np  # only once a site gets this far
 
@@ -77,11 +77,11 @@ class _StringKeys(Walker):
             keys += [key] if isinstance(key, str) and key not in keys else []
 
 
-class _Skip(Exception):
+class Skip(Exception):
     pass
 
 
-class _Check:
+class Check:
     def __init__(self, model: ModuleModel, site: GradientSite, reads_output: bool = True,
                  any_output: bool = False) -> None:
         self.model, self.site = model, site
@@ -90,31 +90,31 @@ class _Check:
         # whose output is an expression for every check doubled a lint of 6,000 sites.
         if (not isinstance(out, cst.BaseExpression if any_output else cst.Name) or len(site.grad_fns) != 1
                 or site.has_varargs or not site.inputs or any(not v.exact for v in site.variables)):
-            raise _Skip
+            raise Skip
         self.grad = site.grad_fns[0]
         if self.grad.at is not None:
-            raise _Skip  # defined in another module: its names are that module's
+            raise Skip  # defined in another module: its names are that module's
         returns = [r.value for r in self.grad.returns]
         # `grad(dy)`, or Keras's `grad(*args, upstream=None)`: that one is run
         keras_style = self.grad.has_varargs and not self.grad.upstream_params
         if not returns or None in returns or not (len(self.grad.upstream_params) == 1 and not self.grad.has_varargs
                                                   or keras_style):
-            raise _Skip
+            raise Skip
         # One return is read as an expression; several (or names bound under `if`s) are run.
         self.out, self.returned = out, returns[0] if len(returns) == 1 else None
         # The grad fn's reads of the forward's output (the forward's own binding of the name).
         if isinstance(out, cst.Name) and out.value not in site.scope.bindings:
-            raise _Skip
+            raise Skip
         self.reads = [n for s in self.grad.scope.walk() for n in s.reads if n.value == getattr(out, "value", None)
                       and s.lookup(n.value) is not None and s.lookup(n.value)[0] is site.scope]
         if reads_output and not self.reads:
-            raise _Skip
+            raise Skip
         self.inputs = [self._param(site.scope, n) for n in site.inputs]
         self.dy = None if keras_style else self._param(self.grad.scope, self.grad.upstream_params[0])
         vp = self.grad.variables_param
         self.vars_param = self._param(self.grad.scope, vp, required=False) if vp else None
         if site.variables and self.vars_param is None:
-            raise _Skip
+            raise Skip
         self.free, self.extra = self._free_params(), {}
         self.positive = self.straight = self.rounded = False
         self.budget = [0]  # statements run over every evaluation of this site
@@ -132,14 +132,14 @@ class _Check:
     def _param(scope, name: str, required: bool = True) -> Param | None:
         found = next((v for v in scope.bindings.get(name, []) if isinstance(v, Param)), None)
         if found is None and required:
-            raise _Skip
+            raise Skip
         return found
 
     # ---- samples -----------------------------------------------------------------------------
 
     def _sample(self, shape: tuple) -> np.ndarray:
         if int(self.np.prod(shape)) > _MAX_ELEMENTS:
-            raise _Skip
+            raise Skip
         mag = self.rng.uniform(0.2, 1.3, size=shape)
         return mag if self.positive else mag * self.rng.choice([-1.0, 1.0], size=shape)
 
@@ -168,11 +168,11 @@ class _Check:
             pass
         if isinstance(init, cst.Call) and init.args and isinstance(init.args[0].value, (cst.List, cst.Tuple)):
             return self._dims(init.args[0].value, scope, ev)
-        raise _Skip
+        raise Skip
 
     def _dims(self, shape: cst.BaseExpression, scope, ev: Evaluator) -> tuple:
         if not isinstance(shape, (cst.List, cst.Tuple)):
-            raise _Skip
+            raise Skip
         dims = []
         for el in shape.elements:
             try:
@@ -216,7 +216,7 @@ class _Check:
             raise Unknown("conditional bindings")
         y = self.np.asarray(y.value if isinstance(y, Var) else y)
         if y.dtype == bool or y.dtype == object:
-            raise _Skip
+            raise Skip
         return y
 
     def _grads(self, flat: list, dy, swap: dict[int, str], order: list[int] | None = None) -> list:
@@ -313,9 +313,9 @@ class _Check:
                 self._forward([self._sample(shape) for _ in range(self.input_slots)]
                               + [self._sample(s) for s in self.var_shapes], {}, record=True)
                 return shape
-            except _MATHS_ERRORS:
+            except MATHS_ERRORS:
                 continue
-        raise _Skip
+        raise Skip
 
     def _candidates(self) -> list[tuple[tuple, str]]:
         """(reads of the output, the name read there instead): the inputs and the names the
@@ -372,7 +372,7 @@ class _Check:
             self.rng = self.np.random.default_rng(0)
             try:
                 hit = self.run()
-            except (Unknown, _Skip, *_MATHS_ERRORS):
+            except (Unknown, Skip, *MATHS_ERRORS):
                 continue  # not evaluable with these values
             if hit is None or (found is not None and found.instead != hit.instead):
                 return None
@@ -411,21 +411,21 @@ class _Check:
                 found = self._run_at([x_shape[1:] if j == i else x_shape for j in range(n)])
                 if isinstance(found, OutputRead) and (first is False or self._right_with(same, found)):
                     return found
-            except (_Skip, *_MATHS_ERRORS):
+            except (Skip, *MATHS_ERRORS):
                 continue  # the forward takes no input of this shape
         return None
 
     def _right_with(self, shapes: list[tuple], found: OutputRead) -> bool:
         """The gradients match the VJP at every sample point of `shapes` with the read swapped."""
         points = 0
-        for _ in range(3 * _POINTS):
-            point = self._point(shapes) if points < _POINTS else None
+        for _ in range(3 * POINTS):
+            point = self._point(shapes) if points < POINTS else None
             if point is not None:
                 points += 1
                 swapped = self._grads(point[0], point[1], {id(r): found.instead for r in found.reads})
                 if not all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
                     return False
-        return points == _POINTS
+        return points == POINTS
 
     def _run_at(self, shapes: list[tuple]) -> OutputRead | bool | None:
         """None: right as written; False: wrong, and no read of the output explains it."""
@@ -433,13 +433,13 @@ class _Check:
         wrong_at = 0
         wrong_slot = None
         points = 0
-        for _ in range(3 * _POINTS):
-            if points == _POINTS:
+        for _ in range(3 * POINTS):
+            if points == POINTS:
                 break
             try:
                 point = self._point(shapes)
-            except _MATHS_ERRORS:
-                raise _Skip from None
+            except MATHS_ERRORS:
+                raise Skip from None
             if point is None:
                 continue
             points += 1
@@ -447,7 +447,7 @@ class _Check:
             try:
                 actual = self._grads(flat, dy, {})
                 bad = [i for i, g in enumerate(actual) if not self._agrees(g, i, point)]
-            except _MATHS_ERRORS:
+            except MATHS_ERRORS:
                 bad = [0]
             if bad:
                 wrong_at += 1
@@ -460,14 +460,14 @@ class _Check:
                     swapped = self._grads(flat, dy, {id(r): name for r in reads})
                     if all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
                         kept.append((reads, name))
-                except (Unknown, *_MATHS_ERRORS):
+                except (Unknown, *MATHS_ERRORS):
                     continue
             candidates = kept
             if not candidates:
                 return False
-        if points < _POINTS:
-            raise _Skip
-        if wrong_at * 3 < 2 * _POINTS or wrong_slot is None:
+        if points < POINTS:
+            raise Skip
+        if wrong_at * 3 < 2 * POINTS or wrong_slot is None:
             return None
         reads, name = candidates[0]
         return OutputRead(list(reads), self.out.value, name, self.slots[wrong_slot])
