@@ -117,6 +117,18 @@ class GradientSite:
         return self.forward.name if isinstance(self.forward, cst.FunctionDef) else self.forward
 
     @property
+    def lines(self) -> tuple[int, int, int, int]:
+        """(first, last, def, wrapper) line of the site: the first is the first decorator's, as
+        Python counts a decorated def (`co_firstlineno`); the runtime's plan and trace's report
+        both place a site by these."""
+        positions = self.model.positions
+        span = positions[self.forward]
+        start, end = span.start.line, span.end.line
+        if isinstance(self.forward, cst.FunctionDef) and self.forward.decorators:
+            start = positions[self.forward.decorators[0]].start.line
+        return start, end, positions[self.anchor].start.line, positions[self.wrapper].start.line
+
+    @property
     def keras_ops(self) -> bool:
         """A Keras 3 `keras.ops.custom_gradient` site (TensorFlow's on the TensorFlow backend)."""
         expr = self.wrapper.decorator if isinstance(self.wrapper, cst.Decorator) else getattr(self.wrapper, "func", None)
