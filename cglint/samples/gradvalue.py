@@ -60,7 +60,7 @@ def _every_shape(check: Check, intentional: bool) -> dict[int, str]:
     per-channel `temperature` of (C,) against `x` of (N, C)); and as a scalar (a temperature,
     a multiplier: `scale_gradient(x, -0.3)`). Code written for one of these is right there; a
     shape where the gradients have other shapes than their inputs judges nothing (CG018's)."""
-    x_shape, n = check._x_shape(), check.input_slots
+    x_shape, n = check.x_shape(), check.input_slots
     configs = [[x_shape] * n]
     if n > 1 and x_shape and n == len(check.site.inputs):  # inputs read by string keys: one shape
         configs += [[x_shape[1:] if j == i else x_shape for j in range(n)] for i in range(n)]
@@ -100,18 +100,18 @@ def _mismatched(check: Check, shapes: list[tuple], intentional: bool, data: str 
     for _ in range(3 * POINTS):
         if points == POINTS:
             break
-        flat = [abs(check._sample(s)) if pos else check._sample(s) for s, pos in zip(shapes, positive)]
+        flat = [abs(check.sample(s)) if pos else check.sample(s) for s, pos in zip(shapes, positive)]
         if data is not None:
-            stopped = [k for k, g in enumerate(_custom(check, flat, check._sample(check._forward(flat, {}).shape)))
+            stopped = [k for k, g in enumerate(_custom(check, flat, check.sample(check.forward(flat, {}).shape)))
                        if g is None and k < check.input_slots and np.ndim(flat[k])]
             if not stopped:
                 raise Skip
             flat = [_DATA[data](np, a) if k in stopped else a for k, a in enumerate(flat)]
         frozen: dict = {}
-        y = check._forward(flat, frozen, record=True)
+        y = check.forward(flat, frozen, record=True)
         if not np.all(np.isfinite(y)):
             continue
-        dys = [check._sample(y.shape) for _ in range(2)]
+        dys = [check.sample(y.shape) for _ in range(2)]
         customs = [_custom(check, flat, dys[0])]
         small = _SMALL * dys[0]
         if _agrees_along(check, flat, dys[0], customs[0], frozen) or _agrees_along(
@@ -146,7 +146,7 @@ def _custom(check: Check, flat: list, dy) -> list:
     gradient of another shape is CG018's to judge, so nothing is claimed."""
     np = check.np
     out = []
-    for g, a in zip(check._grads(flat, dy, {}), flat):
+    for g, a in zip(check.grads(flat, dy, {}), flat):
         if g is not None:
             g = np.asarray(g)
             if np.iscomplexobj(g) or g.shape != np.shape(a):
@@ -163,8 +163,8 @@ def _agrees_along(check: Check, flat: list, dy, custom: list, frozen: dict, scal
     np = check.np
     # One direction moving every slot at once: its slope is the sum of the slots' projections,
     # which a wrong gradient matches only by accident (two forwards, not two per slot).
-    vs = [check._sample(np.shape(base)) for base in flat]
-    ends = [float(np.sum(dy * check._forward([a + s * _STEPS[0] * v for a, v in zip(flat, vs)], frozen)))
+    vs = [check.sample(np.shape(base)) for base in flat]
+    ends = [float(np.sum(dy * check.forward([a + s * _STEPS[0] * v for a, v in zip(flat, vs)], frozen)))
             for s in (1.0, -1.0)]
     slope = (ends[0] - ends[1]) / (2 * _STEPS[0] * scale)
     got = sum(0.0 if g is None else float(np.sum(g * v)) for g, v in zip(custom, vs)) / scale
@@ -178,7 +178,7 @@ def _jacobian(check: Check, flat: list, frozen: dict, y) -> list | None:
     np = check.np
 
     def diff(slot: int, step) -> np.ndarray:
-        ends = [check._forward([a + sign * step if k == slot else a for k, a in enumerate(flat)], frozen)
+        ends = [check.forward([a + sign * step if k == slot else a for k, a in enumerate(flat)], frozen)
                 for sign in (1.0, -1.0)]
         return (ends[0] - ends[1]) / 2.0
 
@@ -189,7 +189,7 @@ def _jacobian(check: Check, flat: list, frozen: dict, y) -> list | None:
             step = np.zeros(np.shape(base))
             step[i] = _STEPS[0]
             j[(Ellipsis, *i)] = diff(slot, step) / _STEPS[0]
-        v = check._sample(np.shape(base))
+        v = check.sample(np.shape(base))
         along, wide = np.tensordot(j, v, axes=np.ndim(base)), diff(slot, _STEPS[1] * v) / _STEPS[1]
         if np.shape(wide) != np.shape(y) or not (np.all(np.isfinite(j)) and np.all(np.abs(along - wide) <= 1e-6 * np.maximum(1.0, np.abs(along)))):
             return None
@@ -208,7 +208,7 @@ class _Measure:
         return [a + step if j == k else a for j, a in enumerate(self.flat)]
 
     def _output(self, flat: list):
-        return self.check._forward(flat, {}, record=True)  # stop_gradient holds nothing here
+        return self.check.forward(flat, {}, record=True)  # stop_gradient holds nothing here
 
     def fd(self, k: int, direction) -> tuple[float, bool]:
         h = 1e-6

@@ -29,7 +29,7 @@ def gradients_by_position(model: ModuleModel, site: GradientSite) -> list[str] |
 def _by_position(check: Check) -> set[int]:
     np = check.np
     n, k = check.input_slots, len(check.site.variables)
-    x_shape = check._x_shape()
+    x_shape = check.x_shape()
     order = list(range(k))[::-1]
 
     def same(a, b) -> bool:
@@ -37,9 +37,9 @@ def _by_position(check: Check) -> set[int]:
 
     found: set[int] | None = None
     for _ in range(3):
-        flat = [check._sample(x_shape) for _ in range(n)] + [check._sample(s) for s in check.var_shapes]
-        dy = check._sample(check._forward(flat, {}, record=True).shape)
-        ahead, behind = (check._grads(flat, dy, {}, o)[n:] for o in (list(range(k)), order))
+        flat = [check.sample(x_shape) for _ in range(n)] + [check.sample(s) for s in check.var_shapes]
+        dy = check.sample(check.forward(flat, {}, record=True).shape)
+        ahead, behind = (check.grads(flat, dy, {}, o)[n:] for o in (list(range(k)), order))
         if len(ahead) != k or len(behind) != k or any(g is None for g in [*ahead, *behind]):
             return set()
         moved = [i for i in range(k) if not same(ahead[order[i]], ahead[i])]

@@ -50,7 +50,7 @@ def gradient_shape_mismatch(model: ModuleModel, site: GradientSite) -> ShapeMism
     import numpy as np
 
     check.np, check.extra = np, {}
-    check._layout()
+    check.lay_out()
     if any(k is not None for k in check.layout):
         return None
     scalars = [i for i in range(len(site.inputs)) if _passed_a_scalar(model, site, i)]
@@ -66,27 +66,27 @@ def gradient_shape_mismatch(model: ModuleModel, site: GradientSite) -> ShapeMism
 
 def _mismatch(check: Check, scalars: list[int]) -> ShapeMismatch | None:
     np = check.np
-    check.var_shapes = [check._var_shape(v) for v in check.site.variables]
+    check.var_shapes = [check.var_shape(v) for v in check.site.variables]
     n = check.input_slots
     full = (4, 3)  # not square: a reduction over the wrong axis changes the shape
     try:
-        check._forward([check._sample(full) for _ in range(n)] + [check._sample(s) for s in check.var_shapes], {})
+        check.forward([check.sample(full) for _ in range(n)] + [check.sample(s) for s in check.var_shapes], {})
     except MATHS_ERRORS:
-        full = check._x_shape()
+        full = check.x_shape()
     configs = [[full[1:] if j == i else full for j in range(n)] for i in range(n)] if n > 1 and full else []
     configs += [[() if j == i else full for j in range(n)] for i in scalars] if n > 1 and full else []
     base_y, runs, found = None, 0, {}
     for shapes in [[full] * n, *configs]:
-        flat = [check._sample(s) for s in shapes] + [check._sample(s) for s in check.var_shapes]
+        flat = [check.sample(s) for s in shapes] + [check.sample(s) for s in check.var_shapes]
         try:
-            y = check._forward(flat, {}, record=True)
+            y = check.forward(flat, {}, record=True)
         except MATHS_ERRORS:
             continue  # the forward takes no input of this shape
         base_y = y.shape if base_y is None else base_y
         if y.shape != base_y:
             continue  # the input does not broadcast into the output here
         runs += 1
-        grads = check._grads(flat, check._sample(y.shape), {})
+        grads = check.grads(flat, check.sample(y.shape), {})
         named = dict(zip(check.slots, (tuple(np.shape(a)) for a in flat)))
         for slot, g in enumerate(grads):
             # Reduced (fewer elements than the output) to another shape than the input's. A

@@ -44,7 +44,7 @@ def every_world(model: ModuleModel, site: GradientSite, test: Callable[[Check], 
     import numpy as np
 
     check.np = np
-    check._layout()
+    check.lay_out()
     found: list[set[int] | None] = [None] * parts
     with np.errstate(all="ignore"):
         for check.positive in (False, True):
@@ -52,7 +52,7 @@ def every_world(model: ModuleModel, site: GradientSite, test: Callable[[Check], 
                 check.extra = {id(p): v for p, v in zip(check.free, values)}
                 check.rng = np.random.default_rng(0)
                 try:
-                    check.var_shapes = [check._var_shape(v) for v in site.variables]
+                    check.var_shapes = [check.var_shape(v) for v in site.variables]
                     bad = test(check)
                 except (Unknown, Skip, *MATHS_ERRORS):
                     continue  # not evaluable here
@@ -66,16 +66,16 @@ def _not_linear(check: Check) -> tuple[set[int], set[int]]:
     """The slots whose gradient is nonzero for a zero upstream at some sample point; those whose
     gradient does not scale with a small upstream at every sample point."""
     np = check.np
-    x_shape = check._x_shape()
+    x_shape = check.x_shape()
     zero: set[int] = set()
     scaling: set[int] | None = None
     for _ in range(POINTS):
-        flat = [check._sample(x_shape) for _ in range(check.input_slots)] + [check._sample(s) for s in check.var_shapes]
-        y = check._forward(flat, {}, record=True)
-        dy = _SMALL * check._sample(y.shape)
+        flat = [check.sample(x_shape) for _ in range(check.input_slots)] + [check.sample(s) for s in check.var_shapes]
+        y = check.forward(flat, {}, record=True)
+        dy = _SMALL * check.sample(y.shape)
         # Scaling is asked while it holds at every point so far (linear code stops at the first).
         upstreams = (np.zeros(y.shape), *((dy, _SCALE * dy) if scaling is None or scaling else ()))
-        at_zero, *rest = ([np.asarray(0.0 if g is None else g, dtype=float) for g in check._grads(flat, u, {})]
+        at_zero, *rest = ([np.asarray(0.0 if g is None else g, dtype=float) for g in check.grads(flat, u, {})]
                           for u in upstreams)
         if not all(np.all(np.isfinite(g)) for grads in (at_zero, *rest) for g in grads):
             raise Skip  # a gradient not finite is not judged

@@ -137,13 +137,13 @@ class Check:
 
     # ---- samples -----------------------------------------------------------------------------
 
-    def _sample(self, shape: tuple) -> np.ndarray:
+    def sample(self, shape: tuple) -> np.ndarray:
         if int(self.np.prod(shape)) > _MAX_ELEMENTS:
             raise Skip
         mag = self.rng.uniform(0.2, 1.3, size=shape)
         return mag if self.positive else mag * self.rng.choice([-1.0, 1.0], size=shape)
 
-    def _var_shape(self, var: Variable) -> tuple:
+    def var_shape(self, var: Variable) -> tuple:
         """From `shape=` (add_weight, an initializer's call) or the initial value; dimensions
         the source does not fix are `_DIM`."""
         call = var.created_by
@@ -204,7 +204,7 @@ class Check:
             i += 1 if keys is None else len(keys)
         return xs, flat[i:]
 
-    def _forward(self, flat: list, frozen: dict, record: bool = False) -> Any:
+    def forward(self, flat: list, frozen: dict, record: bool = False) -> Any:
         xs, ws = self._pack(flat)
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         variables = {id(v.created_by): Var(w) for v, w in zip(self.site.variables, ws)}
@@ -219,7 +219,7 @@ class Check:
             raise Skip
         return y
 
-    def _grads(self, flat: list, dy, swap: dict[int, str], order: list[int] | None = None) -> list:
+    def grads(self, flat: list, dy, swap: dict[int, str], order: list[int] | None = None) -> list:
         """The returned gradients, one per slot (None: no gradient); with `order`, `variables`
         holds the variables in that order, and their gradients come as returned."""
         xs, ws = self._pack(flat)
@@ -281,23 +281,23 @@ class Check:
         """Sample inputs (of `shapes`), variables and upstream, and the VJP's projections on
         random directions, for each input and variable: the slopes of <dy, forward>."""
         np = self.np
-        flat = [self._sample(s) for s in shapes] + [self._sample(s) for s in self.var_shapes]
+        flat = [self.sample(s) for s in shapes] + [self.sample(s) for s in self.var_shapes]
         frozen: dict = {}
-        y = self._forward(flat, frozen, record=True)
+        y = self.forward(flat, frozen, record=True)
         if not np.all(np.isfinite(y)):
             return None
-        dy = self._sample(y.shape)
+        dy = self.sample(y.shape)
         slopes = []
         for slot, base in enumerate(flat):
             per = []
             for _ in range(2):
-                v = self._sample(np.shape(base))
+                v = self.sample(np.shape(base))
                 slope = []
                 for h in (1e-6, 1e-4):
                     ends = []
                     for sign in (1, -1):
                         moved = [a + sign * h * v if i == slot else a for i, a in enumerate(flat)]
-                        ends.append(float(np.sum(dy * self._forward(moved, frozen))))
+                        ends.append(float(np.sum(dy * self.forward(moved, frozen))))
                     slope.append((ends[0] - ends[1]) / (2 * h))
                 if not (np.isfinite(slope[0]) and abs(slope[0] - slope[1]) <= 1e-6 * max(1.0, abs(slope[0]))):
                     return None  # near a pole or a kink: differences say nothing reliable here
@@ -305,13 +305,13 @@ class Check:
             slopes.append(per)
         return flat, dy, slopes
 
-    def _x_shape(self) -> tuple:
+    def x_shape(self) -> tuple:
         """The first of a few shapes for every input at which the forward evaluates."""
         dims = [_DIM] + [s[0] for s in self.var_shapes if len(s) == 2 and s[0] != _DIM]
         for shape in [*((_DIM, d) for d in dims[:3]), (_DIM,), ()]:
             try:
-                self._forward([self._sample(shape) for _ in range(self.input_slots)]
-                              + [self._sample(s) for s in self.var_shapes], {}, record=True)
+                self.forward([self.sample(shape) for _ in range(self.input_slots)]
+                              + [self.sample(s) for s in self.var_shapes], {}, record=True)
                 return shape
             except MATHS_ERRORS:
                 continue
@@ -339,7 +339,7 @@ class Check:
         return all(isinstance(b, cst.BaseExpression) or (isinstance(b, Param) and b in self.inputs)
                    for b in found[0].visible(name, None))
 
-    def _layout(self) -> None:
+    def lay_out(self) -> None:
         self.layout = [self._keys(name) for name in self.site.inputs]
         self.input_slots = sum(1 if k is None else len(k) for k in self.layout)
         self.slots = [name if keys is None else f"{name}[{k!r}]" for name, keys in zip(self.site.inputs, self.layout)
@@ -355,7 +355,7 @@ class Check:
         nothing, the forward's derivative is its straight-through estimator's."""
         if len(self.free) > 2:
             return None
-        self._layout()
+        self.lay_out()
         for self.straight, self.positive in product((False, True), (False, True)):
             if self.straight and not self.rounded:
                 return None
@@ -399,8 +399,8 @@ class Check:
         (N, C)): a gradient reduced over the batch axes is right at that shape alone, and one
         kept at the output's shape (`_unbroadcast(d, y)`) wrong there alone. A read found there
         must also make the gradients right at the first shape."""
-        self.var_shapes = [self._var_shape(v) for v in self.site.variables]
-        x_shape = self._x_shape()
+        self.var_shapes = [self.var_shape(v) for v in self.site.variables]
+        x_shape = self.x_shape()
         n = self.input_slots
         same = [x_shape] * n
         first = self._run_at(same)
@@ -422,7 +422,7 @@ class Check:
             point = self._point(shapes) if points < POINTS else None
             if point is not None:
                 points += 1
-                swapped = self._grads(point[0], point[1], {id(r): found.instead for r in found.reads})
+                swapped = self.grads(point[0], point[1], {id(r): found.instead for r in found.reads})
                 if not all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
                     return False
         return points == POINTS
@@ -445,7 +445,7 @@ class Check:
             points += 1
             flat, dy, _ = point
             try:
-                actual = self._grads(flat, dy, {})
+                actual = self.grads(flat, dy, {})
                 bad = [i for i, g in enumerate(actual) if not self._agrees(g, i, point)]
             except MATHS_ERRORS:
                 bad = [0]
@@ -457,7 +457,7 @@ class Check:
             kept = []
             for reads, name in candidates if candidates is not None else self._candidates():
                 try:
-                    swapped = self._grads(flat, dy, {id(r): name for r in reads})
+                    swapped = self.grads(flat, dy, {id(r): name for r in reads})
                     if all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
                         kept.append((reads, name))
                 except (Unknown, *MATHS_ERRORS):
