@@ -184,21 +184,3 @@ def test_every_pytest_command_takes_its_options():
     for command in commands:
         for option in (w for w in shlex.split(command) if w.startswith("--")):
             assert re.search(rf"^\s+{re.escape(option)}\b", run.stdout, re.M), (command, run.stdout[-2000:])
-
-
-def _layout() -> str:
-    text = (ROOT / "ARCHITECTURE.md").read_text()
-    return re.search(r"Layout\n\n```\n(.*?)```", text, re.S).group(1)
-
-
-def test_the_layout_names_every_module_and_fixture_directory():
-    """A newcomer reads the layout to find where a file flows: nothing in `cglint/` or
-    `fixtures/` may be missing from it."""
-    named = set(re.findall(r"[\w./]+", _layout()))
-    pkg = ROOT / "cglint"
-    wanted = {p.name for p in pkg.glob("*.py") if p.name not in {"__init__.py", "__main__.py"}}
-    wanted |= {f"{p.name}/" for p in pkg.iterdir() if (p / "__init__.py").is_file()}
-    wanted |= {p.name for p in (pkg / "model").glob("*.py") if p.name != "__init__.py"}
-    wanted |= {f"{p.name}/" for p in (ROOT / "fixtures").iterdir() if p.is_dir()}
-    missing = sorted(w for w in wanted if w not in named and w.rstrip("/") + "/" not in named)
-    assert not missing, f"the layout does not name: {missing}"

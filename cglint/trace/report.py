@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cglint.gradcheck.report import FAILING
 from cglint.gradcheck.symptoms import shows
 
 _RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
@@ -182,25 +183,18 @@ def _site_span(result, firstlineno: int):
     model = getattr(result, "model", None)
     if model is None or not model.sites:
         return None
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
-    positions = MetadataWrapper(model.module, unsafe_skip_copy=True).resolve(PositionProvider)
     best = None
     for site in model.sites:
-        span = positions[site.forward]
-        start, end = span.start.line, span.end.line
-        if isinstance(site.forward, cst.FunctionDef) and site.forward.decorators:
-            start = positions[site.forward.decorators[0]].start.line
-        if start == firstlineno or positions[site.anchor].start.line == firstlineno:
-            return start, end, positions[site.anchor].start.line, positions[site.wrapper].start.line
+        start, end, def_line, wrapper_line = site.lines
+        if start == firstlineno or def_line == firstlineno:
+            return start, end, def_line, wrapper_line
         if start <= firstlineno <= end and (best is None or end - start < best[1] - best[0]):
-            best = (start, end, positions[site.anchor].start.line, positions[site.wrapper].start.line)
+            best = (start, end, def_line, wrapper_line)
     return best
 
 
 def failing(runtime: list[dict]) -> bool:
-    return any(r["verdict"] in ("mismatch", "error") for r in runtime)
+    return any(r["verdict"] in FAILING for r in runtime)
 
 
 def summary_line(runtime: list[dict], exit_status: int | None = None) -> str:
