@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from cglint.model.scopes import Scope, _is_self
+from cglint.model.scopes import Scope, is_self
 
 if TYPE_CHECKING:
     from cglint.model.sites import GradientSite
@@ -137,7 +137,7 @@ class ModuleIndex:
             found = scope.lookup(func.value)
             hits = [index[k] for k in ((func.value, id(v)) for v in found[1]) if k in index] if found else []
             return min(hits, key=lambda hit: hit[0])[1] if hits else None
-        if isinstance(func, cst.Attribute) and _is_self(func.value):
+        if isinstance(func, cst.Attribute) and is_self(func.value):
             owner = scope.enclosing_class()
             hit = index.get(("self." + func.attr.value, id(owner))) if owner is not None else None
             return hit[1] if hit else None
