@@ -159,8 +159,12 @@ def _qualname(expr: ast.expr, imports: dict[str, str]) -> str | None:
 # an argument passed by keyword, over-approximated (`f(\n    x=t)`, `f(g(a), x=t)`; also `a, b = ...`)
 _KEYWORD_CALL = re.compile(r"[(,]\s*\w+[ \t]*=(?!=)")
 _UNPACKED_CALL = re.compile(r"^[ \t]*\w+[ \t]*,[ \t]*\w+[ \t]*=[ \t]*[\w.]+\(", re.MULTILINE)
-_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w., \t]*)|import[ \t]+([\w., \t]+))",
-                     re.MULTILINE)
+# Import lines, in two steps so that no part of a line is scanned twice: the keyword at a
+# line's start, then the rest of the line (its leading blanks stripped) by an anchored match
+# whose groups cannot trade characters (a run of dots or blanks is split one way only).
+_IMPORT = re.compile(r"^[ \t]*(from|import)[ \t]([^\n]*)", re.MULTILINE)
+_FROM_REST = re.compile(r"(\.*)(\w*(?:\.\w+)*)[ \t]+import[ \t]+\(?([\w., \t]*)")
+_IMPORT_REST = re.compile(r"[\w., \t]+")
 MAX_IMPORTED = 32  # project modules read to decide
 _texts: dict[str, tuple[tuple[int, int], str, bool, bool, list[tuple[int, str]]]] = {}
 
@@ -506,8 +510,19 @@ def _imported_modules(source: str) -> list[tuple[int, str]]:
     """(level, dotted module) of each import: `from .a import b` gives `.a` and `.a.b` (b may
     be a submodule), `import a.b` gives `a.b`."""
     out: list[tuple[int, str]] = []
-    for m in _IMPORT.finditer(source):
-        dots, module, names, plain = m.groups()
+    for line in _IMPORT.finditer(source):
+        rest = line.group(2).lstrip(" \t")
+        if line.group(1) == "import":
+            m = _IMPORT_REST.match(rest)
+            dots = module = names = None
+            plain = m.group() if m else None
+            if plain is None:
+                continue
+        else:
+            m = _FROM_REST.match(rest)
+            if m is None:
+                continue
+            (dots, module, names), plain = m.groups(), None
         if plain is not None:
             out += [(0, n.split()[0]) for n in plain.split(",") if n.strip()]
             continue

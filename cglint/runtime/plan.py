@@ -21,12 +21,21 @@ import libcst as cst
 from cglint.diagnostics import Diagnostic, FileResult
 from cglint.model import GradientSite, ModuleModel
 
-_EXAMPLE = re.compile(r"#\s*cglint:\s*example\s+(?P<spec>.+?)\s*$")
+_EXAMPLE = re.compile(r"#\s*cglint:\s*example\s(?P<spec>.*)")  # the spec: the rest, stripped (`_example`)
 _INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
 # A module that works with complex numbers: its custom gradients get complex probes too.
 _COMPLEX = re.compile(r"\bcomplex(64|128)\b|tf\.complex\(|\bconj\(|\b\d+(\.\d*)?j\b")
 # Mixed precision: the runtime also tries half-precision inputs (a grad fn that fixes float32).
 _HALF = re.compile(r"\bmixed_b?float16\b|\bb?float16\b")
+
+
+def _example(comments) -> str | None:
+    """The spec of the first `# cglint: example SPEC` comment, or None."""
+    for comment in comments:
+        m = _EXAMPLE.search(comment)
+        if m is not None and m.group("spec").strip():
+            return m.group("spec").strip()
+    return None
 # Calls whose first argument is a shape or a literal value: their result's shape is known.
 _SHAPED = {"tensorflow.zeros", "tensorflow.ones", "tensorflow.random.normal", "tensorflow.random.uniform",
            "tensorflow.fill", "tensorflow.random.truncated_normal"}
@@ -63,7 +72,7 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             continue
         comments = _comments_above(lines, start) + lines[start:def_line]
         request: dict = {"function": "", "line": start, "shapes": shapes}
-        example = next((m.group("spec") for c in comments if (m := _EXAMPLE.search(c))), None)
+        example = _example(comments)
         if example:
             request["inputs"] = example
         else:
@@ -132,7 +141,7 @@ def _registered_gradients(model: ModuleModel, result: FileResult, everything: bo
                 continue
             request: dict = {"function": fn.name.value, "line": start, "shapes": _module_shapes(model), **how}
             comments = _comments_above(lines, start) + lines[start:model.positions[fn.name].start.line]
-            example = next((m.group("spec") for c in comments if (m := _EXAMPLE.search(c))), None)
+            example = _example(comments)
             if example:
                 request["inputs"] = example
             if any(_INTENTIONAL.search(c) for c in comments):
