@@ -32,6 +32,21 @@ VERSION = 1
 MAX_BYTES = 64 * 2**20
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a count")
+
+
+def _count(value) -> int:
+    """An entry's `count`: a whole number (JSON's 3 or 3.0), never a bool or a non-finite one."""
+    if isinstance(value, bool):
+        raise TypeError(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # finite: is_integer() is False for inf and nan
+    if not isinstance(value, int):
+        raise TypeError(value)
+    return value
+
+
 class BaselineError(ValueError):
     """A baseline file that cannot be read: the CLI says so in one line and exits 2."""
 
@@ -96,7 +111,8 @@ class Baseline:
         if not path.exists() and not path.is_symlink():
             raise BaselineError(f"baseline file not found: {path} (create it with --write-baseline {path})")
         try:  # the guarded reader: a regular file of sane size, never a device or a FIFO
-            data = json.loads(files.read_bytes(str(path), MAX_BYTES, what="a baseline")[0].decode("utf-8"))
+            data = json.loads(files.read_bytes(str(path), MAX_BYTES, what="a baseline")[0].decode("utf-8"),
+                              parse_constant=_no_constant)
         except files.ReadError as exc:
             raise BaselineError(str(exc)) from None
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -107,9 +123,11 @@ class Baseline:
         for entry in data["findings"]:
             try:
                 key = (str(entry["path"]), str(entry["code"]), str(entry["line_hash"]))
-                count = int(entry.get("count", 1))
-            except (TypeError, KeyError, ValueError):
-                raise BaselineError(f"{path}: malformed entry {entry!r}") from None
+                count = _count(entry.get("count", 1))
+            except (TypeError, KeyError, ValueError, AttributeError, OverflowError):
+                shown = repr(entry)
+                shown = shown if len(shown) <= 100 else shown[:97] + "..."
+                raise BaselineError(f"{path}: malformed entry {shown}") from None
             counts[key] += max(count, 1)
         return cls(path, counts)
 
@@ -120,14 +138,15 @@ class Baseline:
             baseline.counts.update(key for key, _ in keys(result, baseline.anchor))
         return baseline
 
-    def write(self, root: str | os.PathLike[str] | None = None) -> None:
-        """Through the guarded writer: never through a link leading out of `root`."""
+    def write(self, root: str | os.PathLike[str] | None = None, named: bool = True) -> None:
+        """Through the guarded writer: never through a link leading out of `root`; outside the
+        project root only when the user `named` the file (a configured baseline is not)."""
         from cglint import files
 
         findings = [{"path": p, "code": c, "line_hash": h, **({"count": n} if n > 1 else {})}
                     for (p, c, h), n in sorted(self.counts.items())]
         text = json.dumps({"version": VERSION, "tool": "cglint", "findings": findings}, indent=2) + "\n"
-        files.write(self.path, text, root=root)
+        files.write(self.path, text, root=root, named=named)
 
     def filter(self, results: list[FileResult]) -> Outcome:
         """Drop the findings the baseline records (in place); count what was hidden and which

@@ -75,8 +75,12 @@ def code_fingerprint() -> str:
 
 
 class Cache:
-    def __init__(self, directory: Path, settings_key: str) -> None:
+    def __init__(self, directory: Path, settings_key: str, named: bool = True) -> None:
         self.root = directory
+        # The user's choice (--cache-dir, $CGLINT_CACHE_DIR, a library caller's directory): anywhere.
+        # The CLI's default (`.cglint_cache` next to the configuration) passes False: inside the
+        # project root only (files.policy).
+        self.named = named
         self.directory = directory / __version__
         fingerprint = code_fingerprint()
         self.key = hashlib.sha256(f"{fingerprint}|{settings_key}".encode()).hexdigest()
@@ -103,6 +107,10 @@ class Cache:
             if why:
                 self._refused = True
                 return f"cache directory {directory} {why}; not used (--cache-dir or --no-cache)"
+        why = _not_dedicated(self.root)
+        if why:
+            self._refused = True
+            return f"cache directory {self.root} {why}; not used (--cache-dir or --no-cache)"
         return None
 
     # -- lookups -------------------------------------------------------------------------
@@ -212,18 +220,48 @@ class Cache:
             return
         if self._refused:
             raise PermissionError("cache not used")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        # The cache directory is cglint's alone: made here, fresh (or found empty, or holding
+        # cglint's CACHEDIR.TAG), never a directory of other files (`CGLINT_CACHE_DIR=/`).
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir()
+        except FileExistsError:
+            pass
         if self.problem():  # someone else's all along, or swapped since the first look
             raise PermissionError("cache not used")
-        for name, body in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
+        for name, body in (("CACHEDIR.TAG", _CACHEDIR_TAG), (".gitignore", _GITIGNORE)):
             target = self.root / name
             if not target.exists():
                 self._write(target, body.encode())
+        self.directory.mkdir(exist_ok=True)
+        if self.problem():
+            raise PermissionError("cache not used")
         self._ready = True
 
     def _write(self, target: Path, data: bytes) -> None:
         # The path itself is replaced, never a link's target; nothing is written outside the cache.
-        files.write(target, data, root=self.root, follow=False)
+        files.write(target, data, root=self.root, follow=False, named=self.named)
+
+
+def _not_dedicated(root: Path) -> str | None:
+    """Why the existing directory `root` is not a cache of cglint's (None: it is, it is empty,
+    or it does not exist yet): only a directory holding cglint's CACHEDIR.TAG, or nothing, is
+    ever written into."""
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return f"cannot be used ({exc})"
+    if not names:
+        return None
+    try:
+        tag = files.read_bytes(str(root / "CACHEDIR.TAG"), 4096, what="a cache tag", follow=False)[0]
+    except (OSError, ValueError):
+        tag = b""
+    if tag != _CACHEDIR_TAG.encode():
+        return "holds other files and no CACHEDIR.TAG of cglint's (a cache directory must be cglint's alone)"
+    return None
 
 
 def usable_for(*, fixing: bool, runtime: bool, add_noqa: bool, output_format: str, unused_noqa: bool = False) -> bool:

@@ -143,8 +143,39 @@ def entry() -> None:
     os._exit(code)
 
 
+# Below this address-space limit (`ulimit -v`, `prlimit --as`) cglint's libraries do not load
+# (OpenBLAS aborts the process while numpy loads, libcst's parser aborts on a failed allocation):
+# one error naming the limit instead.
+MIN_ADDRESS_SPACE_MIB = 256
+
+
+def _address_space_limit() -> int | None:
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else soft >> 20
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    limit = _address_space_limit()
+    if limit is not None and limit < MIN_ADDRESS_SPACE_MIB and "--version" not in argv:
+        print(f"cglint: error: cglint needs about {MIN_ADDRESS_SPACE_MIB} MiB of address space; the limit set "
+              f"outside cglint (ulimit -v, prlimit --as) is {limit} MiB", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        return _main(argv)
+    except MemoryError:  # a limit set outside cglint, met anywhere: one line, never a traceback
+        limit = _address_space_limit()
+        where = f" under the address-space limit of {limit} MiB set outside cglint" if limit is not None else ""
+        print(f"cglint: error: out of memory{where}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["lsp"]:  # a subcommand; a path named `lsp` is reachable as `./lsp`
         from cglint.lsp import main as lsp_main
 
@@ -185,7 +216,10 @@ def _plural(n: int, word: str) -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line's arguments (`--runtime=all` as `--runtime-scope all`); a usage error exits 2."""
-    argv = [a.replace("--runtime=", "--runtime-scope=", 1) if a.startswith("--runtime=") else a for a in argv]
+    # Only options are rewritten: after `--` every argument is a path, whatever it looks like.
+    end = argv.index("--") if "--" in argv else len(argv)
+    argv = [a.replace("--runtime=", "--runtime-scope=", 1) if a.startswith("--runtime=") and i < end else a
+            for i, a in enumerate(argv)]
     return build_parser().parse_args(argv)
 
 
@@ -280,14 +314,17 @@ def _run(argv: list[str] | None) -> int:
 
         def failed(path: str, exc: Exception) -> None:
             nonlocal failed_paths
-            if isinstance(exc, engine.InternalError):
+            if isinstance(exc, engine.OutOfMemory):
+                _fail(f"{path}: {exc}")
+            elif isinstance(exc, engine.InternalError):
                 _fail(f"internal error, please report: {exc}")
             else:
                 _fail(str(exc) if isinstance(exc, files.ReadError) else f"{path}: {getattr(exc, 'strerror', None) or exc}")
             failed_paths += 1
 
         store = None if args.no_cache else caching.Cache(
-            caching.directory_for(settings.root, args.cache_dir), caching.settings_key(settings))
+            caching.directory_for(settings.root, args.cache_dir), caching.settings_key(settings),
+            named=bool(args.cache_dir or os.environ.get(caching.ENV_VAR)))
         if store is not None and store.problem():
             _warn(store.problem())
             store = None
@@ -320,6 +357,9 @@ def _run(argv: list[str] | None) -> int:
                 results.append(result)
         except OSError as exc:
             _fail(str(exc) if isinstance(exc, files.ReadError) else f"{path}: {exc.strerror or exc}")
+            failed_paths += 1
+        except engine.OutOfMemory as exc:
+            _fail(f"{path}: {exc}")
             failed_paths += 1
         except engine.InternalError as exc:
             _fail(f"internal error, please report: {exc}")
@@ -530,7 +570,7 @@ def _apply_baseline(args, settings, results) -> int | None:
     if outcome.stale_count:
         if args.prune_baseline:
             try:
-                baseline.pruned(outcome.stale).write(settings.root)
+                baseline.pruned(outcome.stale).write(settings.root, named=bool(args.baseline))
             except OSError as exc:
                 return _fail(f"{where}: cannot write: {_why(exc)}")
             note += f"; pruned {_plural(outcome.stale_count, 'stale entry').replace('entrys', 'entries')}"
@@ -616,16 +656,59 @@ def _echo(data: bytes) -> None:
         sys.stdout.write(data.decode("utf-8", "surrogateescape"))
 
 
+def _read_stdin(limit: int) -> bytes:
+    """At most `limit` + 1 bytes of stdin (more says "over the limit"; the rest is not read)."""
+    stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
+    if stream is None:  # an in-process caller's text stdin
+        return sys.stdin.read(limit + 1).encode("utf-8", "surrogateescape")[: limit + 1]
+    chunks, total = [], 0
+    while total <= limit:
+        chunk = stream.read(min(1 << 20, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def _echo_rest() -> None:
+    """--fix over a buffer too large to lint: the rest of stdin to stdout, as it comes."""
+    stream = getattr(sys.stdin, "buffer", None)
+    while stream is not None:
+        chunk = stream.read(1 << 20)
+        if not chunk:
+            break
+        _echo(chunk)
+
+
+def rules_for_stdin(args, settings, name: str):
+    return _with_unused_noqa(settings.codes_for(name) if args.stdin_filename else settings.codes, args)
+
+
+class _Unfixed(Exception):
+    """The buffer's fixes are not applied (said on stderr); the buffer is echoed as it came."""
+
+
 def _run_stdin(args, settings) -> int:
     """`cglint - --stdin-filename ops.py`: lint (or, with --fix, fix) an editor buffer. Fixed
     source goes to stdout, the report to stderr, as ruff does."""
-    from cglint import engine, fix, notebook, source as pysource
+    from cglint import engine, files, fix, notebook, source as pysource
     from cglint.report import Context, render
 
     # Decoded as files are (BOM, coding cookie, strict UTF-8), and written back the same way:
     # an editor replaces its buffer with what --fix prints.
-    raw = sys.stdin.buffer.read()
+    raw = _read_stdin(files.MAX_FILE_BYTES)
     name = args.stdin_filename or "<stdin>"
+    if len(raw) > files.MAX_FILE_BYTES:  # as for a file: reported, never parsed; --fix gives it back
+        result = engine.unreadable(name, rules_for_stdin(args, settings, name),
+                                   f"more than {files.MAX_FILE_BYTES // 2**20} MB, cglint's limit for one file")
+        if not (args.fix or args.diff):
+            return _report(args, settings, [result], 0)
+        if args.fix:
+            _echo(raw)
+            _echo_rest()
+        sys.stderr.write(render(args.output_format, [result], Context(unsafe_fixes=args.unsafe_fixes)))
+        return EXIT_FINDINGS if result.diagnostics and not args.exit_zero else EXIT_CLEAN
     if args.stdin_filename and settings.force_exclude and settings.is_excluded(name, False, True):
         if args.fix:
             _echo(raw)
@@ -662,16 +745,21 @@ def _run_stdin(args, settings) -> int:
             out, result, fixed = raw, outcome.result, len(outcome.applied)
             if outcome.changed:
                 try:
+                    if not pysource.round_trips(raw, decoded):
+                        _warn(f"{name}: {fix.cannot_round_trip(decoded.encoding)}")
+                        raise _Unfixed
                     out = pysource.encode(outcome.new_source, decoded)
                 except UnicodeEncodeError:
                     _warn(f"{name}: the fixed text does not fit the buffer's {decoded.encoding} encoding; not fixed")
+                    result, fixed = (engine.lint_notebook_text if nb else engine.lint_source)(source, name, rules), 0
+                except _Unfixed:
                     result, fixed = (engine.lint_notebook_text if nb else engine.lint_source)(source, name, rules), 0
             _echo(out)
             sys.stderr.write(render(args.output_format, [result], Context(fixed=fixed, unsafe_fixes=args.unsafe_fixes)))
             return EXIT_FINDINGS if result.diagnostics and not args.exit_zero else EXIT_CLEAN
         result = engine.lint_notebook_text(source, name, rules) if nb else engine.lint_source(source, name, rules)
     except engine.InternalError as exc:
-        return _fail(f"internal error, please report: {exc}")
+        return _fail(f"{name}: {exc}" if isinstance(exc, engine.OutOfMemory) else f"internal error, please report: {exc}")
     for warning in result.warnings:
         _warn(f"{name}:{warning}" if warning[:1].isdigit() else f"{name}: {warning}")
     return _report(args, settings, [result], 0)

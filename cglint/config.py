@@ -220,6 +220,10 @@ def find_config(start: Path) -> Path | None:
     for directory in (here, *here.parents):
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
+            foreign = _foreign(candidate)
+            if foreign:
+                _warn_once(f"{candidate}: {foreign}; ignored (name it with --config to use it)")
+                continue
             try:
                 data = _read_toml(candidate)
             except ConfigError:
@@ -227,6 +231,40 @@ def find_config(start: Path) -> Path | None:
             if isinstance(data.get("tool"), dict) and "cglint" in data["tool"]:
                 return candidate
     return None
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A configuration file passed over, said once per process on stderr (the CLI's, the
+    language server's log, pytest's)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        from cglint.report import printable
+
+        print(f"cglint: warning: {printable(message)}", file=sys.stderr)
+
+
+def _foreign(candidate: Path) -> str | None:
+    """Why a configuration file found by searching must not configure this run (git's
+    `safe.directory` rule): it is owned by neither this user nor root and it lies outside the
+    project root (the checkout, see files.project_root). A configuration inside the checkout
+    is the checkout's, as its code is; one above it in a shared directory (/tmp, /srv, a
+    colleague's home) is whoever planted it."""
+    if not hasattr(os, "geteuid"):
+        return None
+    try:
+        owner = os.stat(candidate).st_uid
+    except OSError:
+        return None
+    if owner in (os.geteuid(), 0):
+        return None
+    from cglint import files
+
+    if files.inside(os.path.realpath(candidate), files.project_root()):
+        return None
+    return f"owned by another user (uid {owner}) outside the project root {files.project_root()}"
 
 
 def load(start: Path | str | None = None, config_file: Path | str | None = None) -> Settings:
@@ -251,7 +289,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
     from cglint import files
 
     try:
-        return tomllib.loads(files.read(str(path), limit=1 << 20).raw.decode("utf-8"))
+        # TOML is UTF-8 by definition: a comment that looks like a coding cookie is a comment.
+        data, _ = files.read_bytes(str(path), limit=1 << 20, what="a configuration file")
+        return tomllib.loads(data.decode("utf-8"))
     except files.ReadError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.reason}") from None
     except files.UndecodableError as exc:
@@ -260,7 +300,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except (RecursionError, MemoryError):  # tomllib recurses per nesting level
         raise ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read: not valid UTF-8 (byte {exc.start})") from None
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 

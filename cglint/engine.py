@@ -29,6 +29,28 @@ class InternalError(RuntimeError):
     """A bug in cglint while checking one file; the CLI reports it and exits 2."""
 
 
+class OutOfMemory(InternalError):
+    """Not a bug: the file was not checked for want of memory (a limit set outside cglint)."""
+
+
+def address_space_limit() -> int | None:
+    """The address-space limit (RLIMIT_AS: `ulimit -v`, `prlimit --as`) in MiB, or None."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else soft >> 20
+
+
+def out_of_memory(exc: BaseException) -> str:
+    """A MemoryError as the end of a one-line message, naming the limit when there is one."""
+    limit = address_space_limit()
+    where = f" under the address-space limit of {limit} MiB set outside cglint" if limit is not None else ""
+    return f"not enough memory{where} ({type(exc).__name__}{': ' + str(exc) if str(exc) else ''})"
+
+
 # Objects that survived paused lints and went straight to the collector's oldest generation;
 # past this many, a full collection runs before the next lint (what earlier lints left).
 RETAINED_LIMIT = 1_000_000
@@ -216,7 +238,9 @@ def _parse_libcst(text: str, tree: ast.Module | None) -> tuple[cst.Module | None
         problem = (exc.raw_line, exc.raw_column + 1, f"cannot parse: {exc.message}")
     except RecursionError:
         problem = (1, 1, "cannot parse: nesting too deep")
-    except (ImportError, MemoryError) as exc:  # libcst cannot run here (a memory limit): not the file's fault
+    except MemoryError as exc:  # a memory limit: not the file's fault, nor cglint's
+        raise OutOfMemory(f"not checked: {out_of_memory(exc)}") from None
+    except ImportError as exc:  # libcst cannot run here
         raise InternalError(f"libcst cannot run in this process: {type(exc).__name__}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - e.g. CSTValidationError on a newer Unicode identifier
         problem = None if not str(exc) else (1, 1, f"cannot parse: {type(exc).__name__}: {exc}")

@@ -46,19 +46,61 @@ def discover(
             yield str(path)
 
 
+class Skipped(str):
+    """A path met while walking that is not checked (a directory that cannot be listed, a
+    symbolic link leading out of the directory named): a path like any other, whose read fails
+    with `reason`, so that the run reports it as an error and never counts it as checked."""
+
+    reason: str
+
+    def __new__(cls, path: str, reason: str) -> "Skipped":
+        self = super().__new__(cls, path)
+        self.reason = reason
+        return self
+
+    def __reduce__(self):  # to a --jobs worker and back
+        return (Skipped, (str(self), self.reason))
+
+
 def _walk(root: Path, excluded: Callable[[str, bool, bool], bool] | None) -> Iterator[str]:
-    for dirpath, dirnames, filenames in os.walk(root):
+    """os.walk's order (a directory's files, then its subdirectories, sorted; links to
+    directories not entered), without its recursion (a tree thousands of levels deep is walked
+    like any other) and without its silence: a directory that cannot be listed, and a link to a
+    file outside `root`, are yielded as `Skipped`."""
+    top = os.path.realpath(root)
+    stack: list[str] = [str(root)]
+    while stack:
+        dirpath = stack.pop()
+        try:
+            with os.scandir(dirpath) as entries:
+                listed = [(e.name, _is_dir(e), e.is_symlink()) for e in entries]
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+            yield Skipped(os.path.normpath(dirpath), f"cannot list the directory: {_reason(exc)}")
+            continue
         # A directory holding pyvenv.cfg is a virtualenv, whatever its name.
-        dirnames[:] = sorted(
-            d for d in dirnames
-            if not (excluded(os.path.join(dirpath, d), True, False) if excluded else d in DEFAULT_EXCLUDED_DIRS)
-            and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
+        dirnames = sorted(
+            (n, link) for n, is_dir, link in listed if is_dir
+            and not (excluded(os.path.join(dirpath, n), True, False) if excluded else n in DEFAULT_EXCLUDED_DIRS)
+            and not os.path.exists(os.path.join(dirpath, n, "pyvenv.cfg"))
         )
-        for name in sorted(filenames):
+        for name, _, link in sorted(e for e in listed if not e[1]):
             if name.endswith(SOURCE_SUFFIXES):
                 full = os.path.join(dirpath, name)
                 if excluded is None or not excluded(full, False, False):
-                    yield os.path.normpath(full)
+                    if link and not inside(os.path.realpath(full), top):
+                        # A checkout's link must not pull a file from outside it into the report.
+                        yield Skipped(os.path.normpath(full), "a symbolic link leading out of "
+                                      f"{os.path.normpath(root)}; not followed")
+                    else:
+                        yield os.path.normpath(full)
+        stack.extend(os.path.join(dirpath, n) for n, link in reversed(dirnames) if not link)
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def may_hold_site(text: str) -> bool:
@@ -70,10 +112,25 @@ def may_hold_site(text: str) -> bool:
 
 
 # An indented `def name(` (a nested function) and a `return value, name` naming it: the text of
-# a function returning `(y, grad_fn)`. Both patterns start with a literal word, which `re`
-# finds with a fast substring scan; the indentation is checked on the few matches.
-_DEF = re.compile(r"def[ \t]+(\w+)[ \t]*\(")
-_RETURN = re.compile(r"return[ \t]+(?:\([^\n#]*,[ \t]*(\w+)[ \t]*\)|[^\n#]*,[ \t]*(\w+))[ \t]*(?:#[^\n]*)?(?=\r?\n|$)")
+# a function returning `(y, grad_fn)`. Both are anchored at a line's start (indentation, then
+# the keyword), so every line is looked at once, however many `def`s or `return`s it holds.
+_DEF = re.compile(r"^[ \t]+def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
+# A `return` at the start of an indented line, and the rest of that line: the value is taken
+# apart with string methods (a regex over the rest of the line from every `return` in it would
+# scan a long line once per `return`).
+_RETURN = re.compile(r"^[ \t]+return[ \t]([^\n]*)", re.MULTILINE)
+_NAME = re.compile(r"\w+")
+
+
+def _returned_last(rest: str) -> str | None:
+    """`grad` in `return y, grad` or `return (y, grad)  # comment`: the name after the last comma
+    of the returned value, or None."""
+    value = rest.partition("#")[0].strip(" \t\r")
+    if value.startswith("(") and value.endswith(")"):
+        value = value[1:-1].rstrip(" \t")
+    head, comma, name = value.rpartition(",")
+    name = name.lstrip(" \t")
+    return name if comma and _NAME.fullmatch(name) else None
 
 
 def may_forget_decorator(text: str) -> bool:
@@ -82,16 +139,10 @@ def may_forget_decorator(text: str) -> bool:
     returned as the last element of a tuple."""
     if "tensorflow" not in text and "tf." not in text:
         return False
-    nested = {m.group(1) for m in _DEF.finditer(text) if _indented(text, m.start())}
+    nested = {m.group(1) for m in _DEF.finditer(text)}
     if not nested:
         return False
-    return any((m.group(1) or m.group(2)) in nested for m in _RETURN.finditer(text) if _indented(text, m.start()))
-
-
-def _indented(text: str, at: int) -> bool:
-    """Whether only spaces and tabs, at least one, stand between the line's start and `at`."""
-    line = text.rfind("\n", 0, at) + 1
-    return line < at and not text[line:at].strip(" \t")
+    return any(_returned_last(m.group(1)) in nested for m in _RETURN.finditer(text))
 
 
 UndecodableError = pysource.UndecodableError
@@ -149,6 +200,8 @@ def read_bytes(path: str, limit: int = MAX_FILE_BYTES, what: str = "a Python fil
     most `limit` bytes. `follow=False` refuses a symbolic link (O_NOFOLLOW: cache entries).
     Raises ReadError (naming the path and saying why, `what` the file should have been) or
     TooLargeError."""
+    if isinstance(path, Skipped):
+        raise ReadError(path, path.reason)
     try:
         st = os.stat(path) if follow else os.lstat(path)
     except FileNotFoundError:
@@ -252,16 +305,58 @@ def escapes(path: str, root: str | os.PathLike[str], follow: bool = True) -> str
     return None if inside(real, os.path.realpath(root)) else real
 
 
+def project_root(cwd: str | None = None) -> str:
+    """The project root of the path policy: the checkout, i.e. the nearest directory from the
+    invocation directory upward that holds `.git`, else the invocation directory itself (never
+    the directory of the configuration found, which the checkout chooses)."""
+    here = os.path.realpath(cwd or os.getcwd())
+    directory = here
+    while True:
+        if os.path.lexists(os.path.join(directory, ".git")):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return here
+        directory = parent
+
+
+def policy(path: str, root: str | os.PathLike[str] | None = None, named: bool = False,
+           follow: bool = True) -> str | None:
+    """The one path policy for cglint's writes; why `path` must not be written, or None.
+
+    - Nothing is written through a symbolic link that leads out of `root` (the directory named
+      on the command line the path was found in) or out of the project root (`project_root`):
+      a checkout cannot aim a write at `~/.bashrc` by committing a link, whatever directory its
+      configuration sits in.
+    - A path cglint chose, or that the checkout's configuration names (`baseline = "..."`, the
+      cache), stays inside the project root. Only a path the user named on the command line
+      (`named`: `--output-file`, `--write-baseline`, `--baseline`, `--cache-dir`, the files
+      and directories to fix) may be outside it."""
+    project = project_root()
+    for base in ([str(root)] if root is not None else []) + [project]:
+        leads = escapes(path, base, follow)
+        if leads is not None:
+            return f"a symbolic link to {leads}, outside {base}; not written"
+    if not named:
+        real = os.path.realpath(path) if follow else os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))),
+                                                                  os.path.basename(path))
+        if not inside(real, project):
+            return (f"outside the project root {project} (only a path named on the command line is written "
+                    "there); not written")
+    return None
+
+
 def write(path: str | os.PathLike[str], data: bytes | str, expect: tuple[int, int, int, int] | None = None,
-          root: str | os.PathLike[str] | None = None, follow: bool = True) -> None:
+          root: str | os.PathLike[str] | None = None, follow: bool = True, named: bool = True) -> None:
     """The one guarded writer: fixes, `# noqa` edits, reports, baselines and cache entries are
     written here, so that readers see the old file or the new one, never a torn one (a
     temporary file in the same directory, flushed, then `os.replace`d over it).
 
-    - Never through a symbolic link that leaves `root` (the project root, or the directory
-      named on the command line): a checkout cannot aim cglint's writes at `~/.bashrc`. A link
-      that stays inside is followed (its target replaced, the link kept); `follow=False`
-      replaces the path itself (a cache entry).
+    - Only where the path policy (`policy`) allows: never through a symbolic link that leaves
+      `root` or the project root; outside the project root only a path the user named
+      (`named`, the default for the CLI's own paths; the configuration's baseline and the
+      cache pass False). A link that stays inside is followed (its target replaced, the link
+      kept); `follow=False` replaces the path itself (a cache entry).
     - Only a regular file (or a new one) is replaced: a character device (`/dev/null`, a
       terminal) or a FIFO is written in place.
     - What the replaced file was is kept — mode (setuid/setgid included), owner, group,
@@ -273,10 +368,9 @@ def write(path: str | os.PathLike[str], data: bytes | str, expect: tuple[int, in
     path = os.fspath(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
-    if root is not None:
-        leads = escapes(path, root, follow)
-        if leads is not None:
-            raise WriteError(path, f"a symbolic link to {leads}, outside {root}; not written")
+    refused = policy(path, root, named, follow)
+    if refused is not None:
+        raise WriteError(path, refused)
     target = os.path.realpath(path) if follow else os.path.abspath(path)
     try:
         st: os.stat_result | None = os.stat(target) if follow else os.lstat(target)

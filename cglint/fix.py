@@ -411,12 +411,20 @@ def write_back(read, text: str, root: str | None = None) -> None:
 
     if not read.mode & 0o222:
         raise files.ReadError(read.path, "read-only; fixes not written")
+    if not pysource.round_trips(read.raw, read.decoded):
+        raise files.ReadError(read.path, cannot_round_trip(read.decoded.encoding))
     try:
         data = pysource.encode(text, read.decoded)
     except UnicodeEncodeError:
         raise files.ReadError(read.path, f"the fixed text does not fit the file's {read.decoded.encoding} "
                                          "encoding; not written") from None
     files.write(read.path, data, expect=read.identity, root=root)
+
+
+def cannot_round_trip(encoding: str) -> str:
+    """Why a file (or buffer) in `encoding` is not fixed: one line."""
+    return (f"cannot fix a file in the {encoding} encoding: writing it back would change bytes the fixes "
+            "did not touch; not written")
 
 
 # The one guarded writer (files.write), under the name the CLI and the language server know.

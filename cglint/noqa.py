@@ -29,7 +29,9 @@ from cglint.source import line_col, split_lines
 _CODES = r"[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*"
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>" + _CODES + r"))?", re.IGNORECASE)
 _FILE_NOQA = re.compile(r"^[ \t\f]*#\s*cglint\s*:\s*noqa\b(?P<rest>.*)$", re.IGNORECASE | re.MULTILINE)
-_FILE_CODES = re.compile(r"\s*(?::\s*(?P<codes>" + _CODES + r"))?\s*\Z")
+# Matched against the rest of the comment stripped of blanks (blanks on both sides of an optional
+# group would be split between them in every way: quadratic in a line of blanks).
+_FILE_CODES = re.compile(r"(?::\s*(?P<codes>" + _CODES + r"))?\Z")
 _ANY_NOQA = re.compile("noqa", re.IGNORECASE)
 _BLOCK = re.compile(r"#\s*cglint\s*:\s*(?P<verb>disable|enable)\b\s*(?:=\s*(?P<codes>[A-Za-z0-9_\s,]*))?",
                     re.IGNORECASE)
@@ -79,7 +81,7 @@ def file_suppressions(source: str) -> tuple[frozenset[str] | None, list[tuple[in
             comment_lines = _comment_lines(source)
         if line not in comment_lines:  # inside a string: not a directive
             continue
-        codes = _FILE_CODES.match(match.group("rest").rstrip("\r"))
+        codes = _FILE_CODES.match(match.group("rest").strip())
         if codes is None:
             problems.append((line, "invalid `# cglint: noqa` directive (expected `# cglint: noqa` or "
                                    "`# cglint: noqa: CG001, CG005`), ignored"))

@@ -5,7 +5,8 @@ Without `--cglint` (or `--cglint-strict`) it only adds those options: nothing is
 patched or reported. With it, the tracer is installed before conftest files and test modules are
 imported; the terminal summary lists per test which custom gradients were checked and the
 verdicts (merged with the static findings of their files); `--cglint-strict` makes a `mismatch`
-or `error` fail the run.
+or `error` fail the run. Under pytest-xdist (`-n`), the workers send their events to the
+controller, which reports and decides the exit status for the whole run.
 """
 
 from __future__ import annotations
@@ -61,6 +62,27 @@ def _start(calls: int) -> None:
     _STATE.update(events=events, tracer=tracer)
 
 
+_WORKER_KEY = "cglint_events"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist, in the controller: a worker's events join the controller's, which decides
+    the verdicts and the exit status for the whole run."""
+    if "events" not in _STATE:
+        return
+    import json
+
+    from cglint.trace import report
+
+    try:
+        events = json.loads(getattr(node, "workeroutput", {}).get(_WORKER_KEY) or "[]")
+    except (ValueError, RecursionError, AttributeError, TypeError):
+        events = []
+    if isinstance(events, list):
+        _STATE["events"].extend(e for e in events if report.valid_event(e))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     if "events" not in _STATE:
@@ -68,6 +90,12 @@ def pytest_sessionfinish(session, exitstatus):
     from cglint.trace import report
 
     _STATE["tracer"].finish()  # signatures seen only under tf.function, on random inputs
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: the controller reports for everyone
+        import json
+
+        workeroutput[_WORKER_KEY] = json.dumps(_STATE["events"], default=str)
+        return
     try:
         from cglint import config as cgconfig
 

@@ -102,12 +102,48 @@ def decode(data: bytes) -> Decoded:
         raise UndecodableError(f"not valid {name} (byte {exc.start})") from None
     except LookupError as exc:
         raise UndecodableError(str(exc)) from None
+    except (ValueError, TypeError, MemoryError, RecursionError) as exc:
+        # A codec whose decoder raises plain UnicodeError (`undefined`, `punycode`) or anything
+        # else: the file cannot be read as Python would read it, and Python refuses it too.
+        raise UndecodableError(f"decoding with the {encoding!r} codec failed ({exc})") from None
+    if not isinstance(text, str):  # a codec registered by the environment, returning bytes
+        raise UndecodableError(f"the {encoding!r} codec does not decode to text")
     return Decoded(text, "utf-8" if encoding == "utf-8-sig" else encoding, bom)
 
 
+# Codecs whose encoder gives back every byte its decoder read (the check below is skipped for
+# them: nearly every file is UTF-8).
+_ROUND_TRIP = frozenset({"utf-8", "utf-8-sig", "ascii", "latin-1", "iso-8859-1", "iso8859-1"})
+
+
+def round_trips(data: bytes, decoded: Decoded) -> bool:
+    """Whether writing the decoded text back gives `data` again, byte for byte. Escape codecs
+    (`unicode_escape`, `raw_unicode_escape`, `utf-7`) decode several spellings to one text: a
+    fix written back through them would rewrite bytes it did not touch."""
+    if decoded.encoding.lower().replace("_", "-") in _ROUND_TRIP:
+        return True
+    try:
+        return encode(decoded.text, decoded) == data
+    except (ValueError, TypeError, MemoryError, RecursionError):  # UnicodeError included
+        return False
+
+
+class UnencodableError(UnicodeEncodeError):
+    """`encode` could not write the text in the file's codec."""
+
+
 def encode(text: str, decoded: Decoded) -> bytes:
-    """The inverse of `decode` (raises UnicodeEncodeError if the text no longer fits the codec)."""
-    return (codecs.BOM_UTF8 if decoded.bom else b"") + text.encode(decoded.encoding)
+    """The inverse of `decode` (raises UnicodeEncodeError if the text no longer fits the codec,
+    whatever the codec raised: `idna` raises plain UnicodeError for a line over 63 characters)."""
+    try:
+        out = text.encode(decoded.encoding)
+    except UnicodeEncodeError:
+        raise
+    except (ValueError, TypeError, LookupError, MemoryError, RecursionError) as exc:
+        raise UnencodableError(decoded.encoding, text, 0, max(1, len(text)), str(exc)) from None
+    if not isinstance(out, bytes):
+        raise UnencodableError(decoded.encoding, text, 0, max(1, len(text)), "the codec does not encode to bytes")
+    return (codecs.BOM_UTF8 if decoded.bom else b"") + out
 
 
 # ---- Python's parser -------------------------------------------------------------------------

@@ -49,7 +49,9 @@ def test_character_devices_are_never_read(tmp_path):
     project(tmp_path)
     os.symlink("/dev/zero", tmp_path / "zero.py")
     assert_reported(cglint("/dev/zero", "ok.py", cwd=tmp_path), "/dev/zero: a character device")
-    assert_reported(cglint(".", cwd=tmp_path), "zero.py: a character device, not a Python file; skipped")
+    assert_reported(cglint("zero.py", "ok.py", cwd=tmp_path), "zero.py: a character device, not a Python file; skipped")
+    # Met while walking, a link leading out of the directory named is not followed at all.
+    assert_reported(cglint(".", cwd=tmp_path), "zero.py: a symbolic link leading out of .; not followed")
 
 
 def test_dangling_symlink_and_symlink_loop_are_named(tmp_path):

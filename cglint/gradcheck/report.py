@@ -17,13 +17,32 @@ VERDICT_WORDS = {
     "skipped": "not checked",
 }
 FAILING = frozenset({"mismatch", "error"})  # a run with one of these exits 1
-_VAR_REPR = re.compile(r"<tf\.Variable '([^']*)'.*?>", re.DOTALL)
+_VAR_OPEN = "<tf.Variable '"
+
+
+def _variables_by_name(text: str) -> str:
+    """Each `<tf.Variable 'name' ... >` (its repr, up to the first `>` after the name) as
+    `'name'`. String search, one pass: a regex's lazy `.*?>` rescanned the rest of a long text
+    from every `<tf.Variable` in it."""
+    out, i = [], 0
+    while True:
+        start = text.find(_VAR_OPEN, i)
+        if start < 0:
+            break
+        quote = text.find("'", start + len(_VAR_OPEN))
+        end = text.find(">", quote + 1) if quote >= 0 else -1
+        if end < 0:  # no later `<tf.Variable` can close either
+            break
+        out += [text[i:start], repr(text[start + len(_VAR_OPEN):quote])]
+        i = end + 1
+    out.append(text[i:])
+    return "".join(out)
 
 
 def exception_text(exc: BaseException) -> str:
     """An exception's text as reports show it: a tf.Variable by its name (its repr carries a
     multi-line array), without object addresses (they change from run to run)."""
-    text = _VAR_REPR.sub(lambda m: repr(m.group(1)), str(exc))
+    text = _variables_by_name(str(exc))
     return re.sub(r" at 0x[0-9a-f]+>", ">", text)
 
 

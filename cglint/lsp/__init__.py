@@ -46,9 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     stdin, stdout = fast_start.BoundedStdin(sys.stdin.buffer), sys.stdout.buffer
     raw, first = fast_start.read_message(stdin)
     answered = isinstance(first, dict) and first.get("method") == "initialize" and "id" in first
+    answer = None
     if answered:
         params = first.get("params") if isinstance(first.get("params"), dict) else {}
-        answer = fast_start.result(params)
+        try:
+            answer = fast_start.result(params)
+        except Exception:  # noqa: BLE001 - capabilities of an odd shape: pygls answers instead
+            answered = False
+    if answered and answer is not None:
         stdout.write(fast_start.frame({"jsonrpc": "2.0", "id": first["id"], "result": answer}))
         stdout.flush()
         if "diagnosticProvider" not in answer["capabilities"]:  # a push client: the first file, now

@@ -47,8 +47,8 @@ def read_message(stream: BinaryIO) -> tuple[bytes, dict | None]:
     raw += body
     try:
         message = json.loads(body)
-    except ValueError:
-        return raw, None
+    except (ValueError, RecursionError, MemoryError):  # not JSON, or nested beyond the parser
+        return raw, None  # pygls gets it as it came, and answers or drops it
     return raw, message if isinstance(message, dict) else None
 
 
@@ -104,8 +104,9 @@ def first_diagnostics(stdin: BinaryIO, stdout: BinaryIO, encoding: str, engine_r
             continue
         if message.get("method") != "textDocument/didOpen":
             return raw
-        doc = (message.get("params") or {}).get("textDocument") or {}
-        if not isinstance(doc.get("uri"), str) or not isinstance(doc.get("text"), str) or doc.get("languageId") != "python":
+        params = message.get("params")
+        doc = params.get("textDocument") if isinstance(params, dict) else None
+        if not isinstance(doc, dict) or not isinstance(doc.get("uri"), str) or not isinstance(doc.get("text"), str) or doc.get("languageId") != "python":
             return raw
         engine_ready.wait()
         if failed:

@@ -179,7 +179,7 @@ def noqa_code_at(line_text: str, column: int) -> tuple[str, int, int] | None:
     if match is None or not match.group("codes"):
         return None
     base = match.start("codes")
-    for code in re.finditer(r"[A-Za-z]+[0-9]+", match.group("codes")):
+    for code in re.finditer(r"(?<![A-Za-z])[A-Za-z]+[0-9]+", match.group("codes")):
         start, end = base + code.start(), base + code.end()
         if start <= column <= end:
             return code.group().upper(), start, end

@@ -58,8 +58,14 @@ def _location(path: str, root: Path) -> dict[str, Any]:
     try:
         rel = absolute.relative_to(root)
     except ValueError:
-        return {"uri": absolute.as_uri()}
-    return {"uri": quote(rel.as_posix()), "uriBaseId": "%SRCROOT%"}
+        return {"uri": file_uri(absolute)}
+    return {"uri": quote(os.fsencode(rel.as_posix())), "uriBaseId": "%SRCROOT%"}
+
+
+def file_uri(path: Path) -> str:
+    """`file:///...` for an absolute path, percent-encoding its bytes as they are on disk (a
+    name that is not UTF-8 reaches Python as surrogates, which `Path.as_uri` cannot encode)."""
+    return "file://" + quote(os.fsencode(path.as_posix()))
 
 
 def _region(line: int, column: int, end_line: int, end_column: int, cell: int | None = None) -> dict[str, Any]:
@@ -198,7 +204,7 @@ def render(results: list[FileResult], context=None) -> str:
                 "informationUri": DOCS_URL,
                 "rules": rules,
             }},
-            "originalUriBaseIds": {"%SRCROOT%": {"uri": root.as_uri().rstrip("/") + "/"}},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": file_uri(root).rstrip("/") + "/"}},
             "columnKind": "unicodeCodePoints",
             "results": out_results,
             **run_properties,

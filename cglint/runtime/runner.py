@@ -31,6 +31,48 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         if proc.poll() is None:
             proc.kill()
+    token = getattr(proc, "cglint_token", None)
+    if token:
+        kill_tagged(token)
+
+
+# Every child gets a token of its own in its environment, which its descendants inherit: a
+# process the checked module starts in a session of its own (`start_new_session=True`, a
+# double-forking daemon) leaves the child's process group, not the token, and is found by it.
+TOKEN_VAR = "CGLINT_RUNTIME_TOKEN"
+
+
+def kill_tagged(token: str, rounds: int = 5) -> int:
+    """SIGKILL every process whose environment holds `TOKEN_VAR=token` (Linux /proc; elsewhere
+    nothing), again until none is left (one may fork meanwhile). Returns how many were killed."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    killed = 0
+    for _ in range(rounds):
+        found = [pid for pid in _pids() if pid != os.getpid() and needle in _environ(pid)]
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return fh.read(1 << 20).split(b"\0")
+    except OSError:
+        return []
 
 
 # Children running now (each in a process group of its own, so that a terminal's Ctrl-C does not
@@ -93,7 +135,8 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
                                         "functions": functions, "seed": seed,
                                         "memory_limit_mib": memory_limit}))
         res_path.touch()
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONDONTWRITEBYTECODE": "1",
+        token = os.urandom(16).hex()
+        env = {**os.environ, TOKEN_VAR: token, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": os.pathsep.join(
                    p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)}
         failure = None
@@ -110,6 +153,7 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
         except OSError as e:
             return [{**f, "path": module_path, **_skipped(f"could not start the child: {e}", seed)}
                     for f in functions]
+        proc.cglint_token = token  # type: ignore[attr-defined]
         with _LOCK:
             _LIVE.add(proc)
         try:
@@ -129,12 +173,9 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
             proc.wait()
             with _LOCK:
                 _LIVE.discard(proc)
-        events = []
-        for line in res_path.read_text(encoding="utf-8").splitlines():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass  # a line cut short by a crash
+        events, foreign = read_results(str(res_path), len(functions))
+    if foreign:  # the module wrote into the results file (sys.argv[2]): none of it can be trusted
+        events, failure = [], "the module wrote into cglint's results file (its second command-line argument)"
     failure_event = next((e for e in events if "import_failed" in e), {})
     import_failed = failure_event.get("import_failed")
     done = {e["index"]: e["result"] for e in events if "index" in e}
@@ -150,3 +191,57 @@ def run_module_checks(module_path: str, functions: list[dict], timeout: float = 
             result = _skipped(failure or "no result from the child", seed)
         out.append({**f, "path": module_path, **result})
     return out
+
+
+# The child's results file: the child writes one JSON object per line; the module it imports
+# runs in the same process and could write anything there.
+MAX_RESULTS_BYTES = 64 * 2**20
+_VERDICTS = frozenset({"match", "mismatch", "intentional", "skipped", "error"})
+
+
+def read_results(path: str, count: int) -> tuple[list[dict], bool]:
+    """The events in the results file, and whether something else was written there (bytes
+    that are not UTF-8, a line that is not an event of the expected shape, a file over
+    MAX_RESULTS_BYTES). Only the last line may be cut short (a crash while writing it)."""
+    from cglint import files
+
+    try:
+        data, _ = files.read_bytes(path, MAX_RESULTS_BYTES, what="a results file")
+    except (OSError, ValueError):  # too large, replaced by something that is not a file
+        return [], True
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return [], True
+    lines = text.split("\n")
+    events: list[dict] = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            if i == len(lines) - 1:  # the last line, cut short by a crash
+                continue
+            return [], True
+        if not _valid_result(event, count):
+            return [], True
+        events.append(event)
+    return events, False
+
+
+def _valid_result(event, count: int) -> bool:
+    if not isinstance(event, dict):
+        return False
+    if "index" in event:
+        index, result = event.get("index"), event.get("result")
+        return (type(index) is int and 0 <= index < count and isinstance(result, dict)
+                and result.get("verdict") in _VERDICTS
+                and all(result.get(k) is None or isinstance(result.get(k), str) for k in ("detail", "reference"))
+                and (result.get("max_rel_error") is None or type(result.get("max_rel_error")) in (int, float)))
+    if "import_failed" in event:
+        raised_in = event.get("raised_in")
+        return (isinstance(event.get("import_failed"), str)
+                and (event.get("message") is None or isinstance(event.get("message"), str))
+                and (raised_in is None or isinstance(raised_in, list) and all(type(n) is int for n in raised_in)))
+    return True  # other progress events are not read

@@ -89,13 +89,16 @@ def main(argv: list[str]) -> int:
         rt = settings.runtime  # [tool.cglint.runtime] rtol, atol, probes reach every check
         env["CGLINT_TRACE_TOLERANCES"] = json.dumps({"rtol": rt.rtol, "atol": rt.atol, "probes": rt.probes,
                                                      "order": args.runtime_order or rt.order})
-        rc = _run(command, env)
-        if rc is None:
-            return _fail(f"command not found: {command[0]}")
+        rc, received = _run(command, env)
+        if isinstance(rc, str):
+            return _fail(rc)
         from cglint.trace import report as trace_report
 
-        functions = trace_report.group(trace_report.read_events(events_dir))
-        results, runtime = trace_report.build(functions, settings)
+        try:
+            functions = trace_report.group(trace_report.read_events(events_dir))
+            results, runtime = trace_report.build(functions, settings)
+        except Exception as exc:  # the command wrote the events: whatever they hold, one line
+            return _fail(f"cannot read what the traced command recorded: {type(exc).__name__}: {exc}"[:300])
     finally:
         shutil.rmtree(events_dir, ignore_errors=True)
     status = _render(args, settings, results, runtime, command, rc)
@@ -103,22 +106,72 @@ def main(argv: list[str]) -> int:
         return status
     if rc != 0:
         return rc
+    if received:  # the command handled the signal cglint passed on and exited 0
+        return 128 + received
     return 1 if trace_report.failing(runtime) else 0
 
 
-def _run(command: list[str], env: dict) -> int | None:
-    """Runs the command in the foreground; Ctrl-C goes to it (same process group), and this
-    process waits for it to finish so the report still comes."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+_FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _run(command: list[str], env: dict) -> tuple[int | str, int]:
+    """Runs the command in the foreground and waits for it, so that the report still comes:
+    (its exit status, 128 + N for a signal; or why it could not start), and the last signal
+    cglint received meanwhile (0: none). SIGINT, SIGTERM and SIGHUP sent to cglint are passed on
+    to the command, then cglint goes on waiting. A Ctrl-C typed at the terminal reaches the
+    command by itself (same process group): it is not passed on a second time."""
+    received = 0
+    proc: subprocess.Popen | None = None
+
+    def forward(signum, frame):
+        nonlocal received
+        received = signum
+        if proc is None or proc.poll() is not None:
+            return
+        if signum == signal.SIGINT and _terminal_sent_it():
+            return
+        try:
+            proc.send_signal(signum)
+        except OSError:
+            pass
+
+    previous = {}
+    for name in _FORWARDED:
+        if hasattr(signal, name):
+            previous[name] = signal.signal(getattr(signal, name), forward)
     try:
         try:
             proc = subprocess.Popen(command, env=env)
-        except (FileNotFoundError, PermissionError, NotADirectoryError):
-            return None
-        rc = proc.wait()
+        except FileNotFoundError:
+            return f"command not found: {command[0]}", received
+        except OSError as exc:  # a script without `#!` (ENOEXEC), a directory, no permission
+            reason = (exc.strerror or type(exc).__name__).lower()
+            return f"{command[0]}: cannot execute: {reason}", received
+        except (ValueError, TypeError) as exc:  # a NUL in an argument
+            return f"{command[0]}: cannot execute: {exc}", received
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except KeyboardInterrupt:  # a handler installed by someone else; keep waiting
+                continue
     finally:
-        signal.signal(signal.SIGINT, previous)
-    return 128 - rc if rc < 0 else rc
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+    return (128 - rc if rc < 0 else rc), received
+
+
+def _terminal_sent_it() -> bool:
+    """Whether cglint is in the foreground process group of its terminal, where a Ctrl-C
+    reaches every process of the group (the command included)."""
+    for stream in (sys.stdin, sys.stderr, sys.stdout):
+        try:
+            fd = stream.fileno()
+            if os.isatty(fd):
+                return os.tcgetpgrp(fd) == os.getpgrp()
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
 
 
 def _render(args, settings, results, runtime, command, rc) -> int | None:

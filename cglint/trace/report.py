@@ -23,15 +23,63 @@ _RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
 _SUMMARY_KEYS = ("verdict", "reference", "max_rel_error", "detail")
 
 
+# The traced command writes the events; a file larger than this is not read (a runaway loop).
+MAX_EVENTS_BYTES = 256 * 1024 * 1024
+
+
 def read_events(directory: str) -> list[dict]:
+    """The events the traced command's processes wrote. The command could write anything there
+    (its environment names the directory): a line that is not an event of the expected shape is
+    dropped, like a line cut short by a crash."""
+    from cglint import files
+
     events = []
     for path in sorted(Path(directory).glob("events-*.jsonl")):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            data, _ = files.read_bytes(str(path), MAX_EVENTS_BYTES, what="an events file")
+        except (OSError, ValueError):
+            continue
+        for line in data.decode("utf-8", errors="replace").splitlines():
             try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass  # a line cut short by a crash
+                event = json.loads(line)
+            except (ValueError, RecursionError):  # a line cut short, or nested beyond reason
+                continue
+            if valid_event(event):
+                events.append(event)
     return events
+
+
+def _str(value, optional: bool = False) -> bool:
+    return isinstance(value, str) or (optional and value is None)
+
+
+def _strings(value) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+def valid_event(e) -> bool:
+    """Whether `e` has the shape the report reads (see instrument.py, which writes them)."""
+    if not isinstance(e, dict):
+        return False
+    k = e.get("function")
+    if not (isinstance(k, dict) and _str(k.get("path", "")) and _str(k.get("qualname", ""))
+            and type(k.get("firstlineno", 0)) is int and _str(e.get("event"), True)
+            and _str(e.get("context"), True)):
+        return False
+    kind = e.get("event")
+    if kind == "check":
+        r = e.get("report")
+        return (isinstance(r, dict) and _str(r.get("verdict"), True) and _str(r.get("reference"), True)
+                and _str(r.get("detail"), True) and _str(r.get("sliced"), True)
+                and (r.get("max_rel_error") is None or type(r.get("max_rel_error")) in (int, float))
+                and isinstance(r.get("args", []), list) and all(isinstance(a, dict) for a in r.get("args", []))
+                and _str(e.get("how")) and _str(e.get("signature"))
+                and _strings(e.get("covers")) and _strings(e.get("variant")) and _str(e.get("inputs"), True))
+    if kind == "symbolic":
+        return _str(e.get("signature"))
+    if kind == "raised":
+        return _str(e.get("message")) and _str(e.get("where"), True) and _str(e.get("at"), True)
+    return True
 
 
 @dataclass
