@@ -198,14 +198,14 @@ def _main(argv: list[str]) -> int:
 
 
 def _fail(message: str) -> int:
-    from cglint.report import printable  # file names and messages may come from the tree
+    from cglint.escape import printable  # file names and messages may come from the tree
 
     print(f"cglint: error: {printable(message)}", file=sys.stderr)
     return EXIT_ERROR
 
 
 def _warn(message: str) -> None:
-    from cglint.report import printable
+    from cglint.escape import printable
 
     print(f"cglint: warning: {printable(message)}", file=sys.stderr)
 
