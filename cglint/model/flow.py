@@ -212,7 +212,8 @@ class FlowQueries:
     # argument holds when the source says it is a plain Python value.
 
     def python_value(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> str | None:
-        """`"number"`, `"bool"`, `"string"`, `"None"` or `"callable"` when every value `expr`
+        """`"number"` (an int, or a number that may be one), `"float"` (a Python float on every
+        path), `"bool"`, `"string"`, `"None"` or `"callable"` when every value `expr`
         may hold is that Python value: a literal (`16`, `-0.5`, `"same"`, `None`), a lambda, def
         or class, a TensorFlow / Keras function (`tf.nn.relu`, `keras.activations.gelu`),
         `int(...)`/`len(...)`-style builtins, a name bound only to those, a parameter annotated
@@ -228,10 +229,12 @@ class FlowQueries:
             kinds.add(kind)
         if not kinds:
             return None
-        return kinds.pop() if len(kinds) == 1 else "Python value"
+        return _one_kind(kinds)
 
     def _python_kind(self, value: Binding, scope: Scope, depth: int) -> str | None:
-        if isinstance(value, (cst.Integer, cst.Float, cst.Imaginary)):
+        if isinstance(value, cst.Float):
+            return "float"
+        if isinstance(value, (cst.Integer, cst.Imaginary)):
             return "number"
         if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
             return "string"
@@ -240,17 +243,23 @@ class FlowQueries:
         if isinstance(value, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
             return "callable"
         if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, (cst.Minus, cst.Plus)):
-            return "number" if self._python_kind(value.expression, scope, depth + 1) == "number" else None
+            kind = self._python_kind(value.expression, scope, depth + 1)
+            return kind if kind in _NUMBERS else None
         if isinstance(value, cst.BinaryOperation):
             left = self.python_value(value.left, scope, depth + 1)
             right = self.python_value(value.right, scope, depth + 1)
-            return "number" if left == right == "number" else None
+            if left not in _NUMBERS or right not in _NUMBERS:
+                return None
+            # int op int stays an int except true division; anything with a float is a float
+            return "float" if "float" in (left, right) or isinstance(value.operator, cst.Divide) else "number"
         if isinstance(value, Param):
             return self._python_param(value)
         if isinstance(value, cst.Call):
             func = value.func
             if isinstance(func, cst.Name) and func.value in _PYTHON_BUILTINS and scope.lookup(func.value) is None \
                     and func.value not in self.imports:
+                if func.value == "round" and len(value.args) > 1:
+                    return "float"  # round(x, n) keeps a float
                 return _PYTHON_BUILTINS[func.value]
             return None
         if isinstance(value, cst.Attribute):
@@ -267,14 +276,14 @@ class FlowQueries:
             names = self.reads_in(annotation.annotation)
             kinds = {_ANNOTATION_KINDS.get(n.value) for n in names}
             if names and None not in kinds:
-                return kinds.pop() if len(kinds) == 1 else "Python value"
+                return _one_kind(kinds)
             return None
         # A layer's configuration: `def __init__(self, bits=8)`, stored as `self.bits = bits`.
         owners = self._bound_names.get(id(param), [])
         fn = owners[0][0].node if owners else None
         if isinstance(fn, cst.FunctionDef) and fn.name.value == "__init__" and param.node.default is not None:
             kind = self._python_kind(param.node.default, owners[0][0], 6)
-            return kind if kind in ("number", "string", "bool") else None
+            return kind if kind in ("number", "float", "string", "bool") else None
         return None
 
     def _python_attribute(self, attr: cst.Attribute, scope: Scope, depth: int) -> str | None:
@@ -290,7 +299,7 @@ class FlowQueries:
             if kind is None:
                 return None
             kinds.add(kind)
-        return kinds.pop() if len(kinds) == 1 else "Python value"
+        return _one_kind(kinds)
 
     @staticmethod
     def _scope_reading(name: cst.Name, cls: Scope) -> Scope | None:
@@ -360,11 +369,21 @@ class _StructureUse(Walker):
 
 
 # Builtins whose result is a plain Python value, for `python_value`.
-_PYTHON_BUILTINS = {"int": "number", "float": "number", "round": "number", "len": "number", "abs": None,
+_NUMBERS = ("number", "float")
+
+
+def _one_kind(kinds: set) -> str:
+    """The kind of a value that may be any of `kinds`: an int-or-float is a number (an int on
+    some path); any other mix is just a Python value."""
+    if kinds <= {"number", "float"} and len(kinds) == 2:
+        return "number"
+    return next(iter(kinds)) if len(kinds) == 1 else "Python value"
+
+_PYTHON_BUILTINS = {"int": "number", "float": "float", "round": "number", "len": "number", "abs": None,
                     "str": "string", "bool": "bool", "repr": "string"}
 _PYTHON_BUILTINS = {k: v for k, v in _PYTHON_BUILTINS.items() if v is not None}
 # Annotations naming a plain Python type (`bits: int`, `activation: Callable`).
-_ANNOTATION_KINDS = {"int": "number", "float": "number", "complex": "number", "bool": "bool", "str": "string",
+_ANNOTATION_KINDS = {"int": "number", "float": "float", "complex": "number", "bool": "bool", "str": "string",
                      "Callable": "callable", "typing": "Python value", "collections": "Python value",
                      "abc": "Python value"}
 
