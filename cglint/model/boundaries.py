@@ -362,6 +362,9 @@ class BoundaryQueries:
                          None)]
         if isinstance(value, cst.Lambda):
             return [None]
+        if isinstance(value, cst.Attribute):  # `Ops.op` (a staticmethod), `self.op`, a record's field
+            return [next((s for s in c.model.module_sites() if s.forward is c.node), None)
+                    for c in self.callables(value, scope, depth + 1)]
         if isinstance(value, cst.Subscript):
             return [s for m, v, w in self._entries(value, scope, depth + 1) for s in m.sites_reached(v, w, depth + 1)]  # type: ignore[arg-type]
         if not isinstance(value, cst.Call) or depth >= MAX_DEPTH:

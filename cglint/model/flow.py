@@ -196,11 +196,17 @@ class FlowQueries:
             total += nested if nested is not None else 1
         return total
 
-    def param_counts(self, site: GradientSite) -> dict[int, int | None]:
+    def param_counts(self, site: GradientSite, guessed: bool = True) -> dict[int, int | None]:
         """`input_counts` keyed by `id` of each input's binding in the forward's scope, as
-        `flat_count(params=...)` takes it."""
+        `flat_count(params=...)` takes it. Without `guessed`, an input no call describes counts
+        as unknown (None) rather than one tensor: an output that is that input has no known count."""
         out: dict[int, int | None] = {}
-        for param, count in zip(site.input_params, self.input_counts(site)):
+        counts = self.input_counts(site)
+        unknown = set() if guessed else {n for n in self.__dict__["_input_counts"][id(site)][1]
+                                         if not _used_as_tensor(self, site, n)}
+        for param, count in zip(site.input_params, counts):
+            if param.name.value in unknown:
+                count = None
             for value in site.scope.bindings.get(param.name.value, []):
                 if isinstance(value, Param) and value.node is param:
                     out[id(value)] = count
@@ -370,6 +376,34 @@ class _StructureUse(Walker):
 
 # Builtins whose result is a plain Python value, for `python_value`.
 _NUMBERS = ("number", "float")
+
+
+class _TensorUse(cst.CSTVisitor):
+    """Whether a name is an operand of arithmetic or an argument of a TensorFlow / Keras op."""
+
+    def __init__(self, model: ModuleModel, name: str) -> None:
+        self.model, self.name, self.found = model, name, False
+
+    def _is(self, expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Name) and expr.value == self.name
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if self._is(node.left) or self._is(node.right):
+            self.found = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualname = self.model.qualname(node.func) or ""
+        if qualname.startswith(("tensorflow.", "keras.")) and any(self._is(a.value) for a in node.args):
+            self.found = True
+
+
+def _used_as_tensor(model: ModuleModel, site: GradientSite, name: str) -> bool:
+    """The forward or a grad fn uses input `name` as one tensor (`2 * x`, `tf.tan(x)`): the count
+    of one that no call states is then a fair reading of the code, not a guess about a structure."""
+    visitor = _TensorUse(model, name)
+    site.forward.visit(visitor)
+    return visitor.found
+
 
 
 def _one_kind(kinds: set) -> str:

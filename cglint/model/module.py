@@ -65,6 +65,9 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         # The imports are complete from here on: qualified names can be remembered per node
         # (kept with the node, so an id is never reused while its entry lives).
         self._qualnames: dict[int, tuple[cst.CSTNode, str | None]] = {}
+        # Module-level aliases of imported things, bound once (`custom_grad = tf.custom_gradient`,
+        # `K = keras.ops`): a name spelled so is the thing it aliases.
+        self.aliases: dict[str, str] = self._module_aliases()
         self.sites: list[GradientSite] = self._find_sites() if sites else []
 
     @property
@@ -98,10 +101,29 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         while isinstance(expr, cst.Attribute):
             parts.append(expr.attr.value)
             expr = expr.value
-        if not isinstance(expr, cst.Name) or expr.value not in self.imports:
+        if not isinstance(expr, cst.Name):
             return None
-        parts.append(self.imports[expr.value])
+        base = self.imports.get(expr.value)
+        if base is None:
+            base = self.__dict__.get("aliases", {}).get(expr.value)
+            if base is None:
+                return None
+        parts.append(base)
         return normalize(".".join(reversed(parts)))
+
+    def _module_aliases(self) -> dict[str, str]:
+        """`name = <dotted import>` made once at module level, the name never imported."""
+        out: dict[str, str] = {}
+        for name, values in self.root.bindings.items():
+            if name in self.imports or len(values) != 1 or not isinstance(values[0], (cst.Attribute, cst.Name)):
+                continue
+            order = self.root.order.get(name, [])
+            if not order or not order[0][1]:
+                continue  # bound under an if / try: not always the alias
+            qualname = self._qualname(values[0])
+            if qualname is not None:
+                out[name] = qualname
+        return out
 
     def resolve(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> list[Binding]:
         """What an expression may hold: names are followed through assignments (all of them,

@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from cglint.diagnostics import UNSAFE, Finding, Fix
-from cglint.model import GradientSite, Param, is_no_gradient
+from cglint.model import GradientSite, ModuleModel, Param, is_no_gradient
 from cglint.model.dtypes import FLOATS, fixed_dtype, input_dtype_evidence, mixed_precision_policy
 from cglint.rules._fixes import fresh_name
 from cglint.rules.base import Invalid, Rule
@@ -311,40 +311,65 @@ def sparsemax_like(inputs, alpha=1.5):
     """
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
-        model = site.model
-        hits: list[tuple[cst.Arg, str, int, str | None]] = []
-        for call, scope in model.calls_reaching(site):
-            position = 0
-            for arg in call.args:
-                if arg.keyword is not None or arg.star:
-                    break  # after `*args` positions are unknown
-                kind = model.python_value(arg.value, scope)
-                param = site.inputs[position] if position < len(site.inputs) else None
-                if kind in ("number", "float", "bool") and param is not None and _converted(site, param):
-                    pass  # the forward makes it a tensor of the dtype it needs itself
-                elif kind == "float":
-                    # A float becomes float32, which is right next to float32 inputs (TF 2.21,
-                    # eager and tf.function): flag it only where the code shows another dtype.
-                    evidence = _other_dtype(site, call, scope, position)
-                    if evidence is not None:
-                        hits.append((arg, kind, position, evidence))
-                elif kind is not None:
-                    hits.append((arg, kind, position, None))
-                position += 1
-        if not hits:
+        hits = [hit for call, scope in site.model.calls_reaching(site)
+                for hit in _python_arguments(site, site.model, call, scope)]
+        if hits:
+            fix = _closure_fix(site, {p for _, _, p, _ in hits})
+            yield from _findings(site, hits, fix)
+
+    def check(self, model: ModuleModel) -> Iterator[Finding]:
+        """Also the calls this module makes to a custom-gradient function of another project
+        module (`from .ops import fake_quant; fake_quant(x, 8)`): the finding is at the call."""
+        yield from super().check(model)
+        if not model.project_imports and not model.star_imports:
             return
-        fix = _closure_fix(site, {p for _, _, p, _ in hits})
-        for arg, kind, position, evidence in hits:
-            param = site.inputs[position] if position < len(site.inputs) else None
-            where = f"parameter `{param}`" if param else "`*args`"
-            yield Finding(
-                arg.value,
-                f"{_WHAT[kind] if kind in _WHAT else 'a Python value'} passed positionally to the custom-gradient "
-                f"function `{site.name}` ({where}): TensorFlow converts every positional argument to a tensor, so "
-                f"{_EFFECT.get(kind, _EFFECT['number']).format(evidence=evidence)}; close over it instead (the "
-                f"forward takes only tensors)",
-                fix=fix,
-            )
+        for call, scope in model.all_calls:
+            if not call.args:
+                continue
+            site = model.site_called_by(call, scope)
+            if site is None or site.model is model:
+                continue
+            hits = _python_arguments(site, model, call, scope)
+            if hits:
+                yield from _findings(site, hits, None)
+
+
+def _python_arguments(site: GradientSite, model: ModuleModel, call: cst.Call, scope) -> list:
+    """(argument, kind, position, evidence) for each Python value `call` (of `model`) passes
+    positionally to `site`."""
+    hits: list[tuple[cst.Arg, str, int, str | None]] = []
+    position = 0
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            break  # after `*args` positions are unknown
+        kind = model.python_value(arg.value, scope)
+        param = site.inputs[position] if position < len(site.inputs) else None
+        if kind in ("number", "float", "bool") and param is not None and _converted(site, param):
+            pass  # the forward makes it a tensor of the dtype it needs itself
+        elif kind == "float":
+            # A float becomes float32, which is right next to float32 inputs (TF 2.21, eager and
+            # tf.function): flag it only where the code shows another dtype.
+            evidence = _other_dtype(site, model, call, scope, position)
+            if evidence is not None:
+                hits.append((arg, kind, position, evidence))
+        elif kind is not None:
+            hits.append((arg, kind, position, None))
+        position += 1
+    return hits
+
+
+def _findings(site: GradientSite, hits: list, fix: Fix | None) -> Iterator[Finding]:
+    for arg, kind, position, evidence in hits:
+        param = site.inputs[position] if position < len(site.inputs) else None
+        where = f"parameter `{param}`" if param else "`*args`"
+        yield Finding(
+            arg.value,
+            f"{_WHAT[kind] if kind in _WHAT else 'a Python value'} passed positionally to the custom-gradient "
+            f"function `{site.name}` ({where}): TensorFlow converts every positional argument to a tensor, so "
+            f"{_EFFECT.get(kind, _EFFECT['number']).format(evidence=evidence)}; close over it instead (the "
+            f"forward takes only tensors)",
+            fix=fix,
+        )
 
 
 _WHAT = {"number": "a Python number", "float": "a Python float", "bool": "a Python bool", "string": "a string", "None": "`None`",
@@ -367,7 +392,7 @@ _EFFECT = {
 }
 
 
-def _other_dtype(site: GradientSite, call: cst.Call, scope, position: int) -> str | None:
+def _other_dtype(site: GradientSite, caller: ModuleModel, call: cst.Call, scope, position: int) -> str | None:
     """What shows that the inputs next to a Python float are not float32 (a float64, float16 or
     bfloat16 argument at this call or another, a mixed-precision policy for a Keras layer's
     call): the evidence, in words, or None when the code does not say."""
@@ -375,7 +400,7 @@ def _other_dtype(site: GradientSite, call: cst.Call, scope, position: int) -> st
     for i, arg in enumerate(call.args):
         if i == position or arg.keyword is not None or arg.star:
             continue
-        hit = fixed_dtype(model, arg.value, scope)
+        hit = fixed_dtype(caller, arg.value, scope)
         if hit is not None and hit[0] in FLOATS and hit[0] != "float32":
             return f"the call passes a {hit[0]} tensor beside it"
     for i in range(len(site.inputs)):
@@ -384,7 +409,7 @@ def _other_dtype(site: GradientSite, call: cst.Call, scope, position: int) -> st
         found = input_dtype_evidence(model, site, i)
         if found is not None and found[0] != "float32":
             return f"input `{site.inputs[i]}` is {found[0]} ({found[1]})"
-    policy = mixed_precision_policy(model)
+    policy = mixed_precision_policy(caller)
     if policy is not None and scope.enclosing_class() is not None:
         return f"the module sets the `mixed_{policy}` policy, so a Keras layer's inputs are {policy}"
     return None
