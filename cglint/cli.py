@@ -575,7 +575,7 @@ def _report(args, settings, results, fixed: int, errors: int = 0) -> int:
         _note(args, f"Fixed {_plural(fixed, 'problem')} ({remaining} remaining).")
     failed = False
     if runtime is not None:
-        from cglint.runtime.session import FAILING
+        from cglint.gradcheck.report import FAILING
 
         failed = any(r["verdict"] in FAILING for r in runtime)
     return EXIT_FINDINGS if (remaining or failed) and not args.exit_zero else EXIT_CLEAN

@@ -185,6 +185,30 @@ class Settings:
 # ---- loading -------------------------------------------------------------------------------
 
 
+CONFIG_FILES = ("pyproject.toml",)
+
+
+def config_key(directory: str | Path) -> tuple[tuple[str, int, int], ...]:
+    """What the configuration found from `directory` depends on: the config files in it and
+    above it, with their modification times and sizes. A changed key means the configuration
+    must be read again (the language server, a long-lived host); computing it is stats only."""
+    key = []
+    try:
+        here = Path(directory)
+        folders = (here, *here.parents)
+    except (OSError, ValueError):
+        return ()
+    for folder in folders:
+        for name in CONFIG_FILES:
+            candidate = folder / name
+            try:
+                st = candidate.stat()
+            except (OSError, ValueError):
+                continue
+            key.append((str(candidate), st.st_mtime_ns, st.st_size))
+    return tuple(key)
+
+
 def find_config(start: Path) -> Path | None:
     """The nearest `pyproject.toml` with a `[tool.cglint]` table, searching upward from `start`
     (a file's directory, or the directory itself). Files without the table are passed over,

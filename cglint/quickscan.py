@@ -116,7 +116,7 @@ def _statements(body: list[ast.stmt]):
 
 
 def _imports(statements: list[ast.stmt]) -> dict[str, str]:
-    """Local name -> dotted name, as the model resolves them (see model._Collector)."""
+    """Local name -> dotted name, as the model resolves them (see model.Collector)."""
     out: dict[str, str] = {}
     for node in statements:
         if isinstance(node, ast.Import):

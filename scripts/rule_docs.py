@@ -88,28 +88,34 @@ def index(all_rules) -> str:
     return "\n".join(out) + "\n"
 
 
-def pages() -> dict[Path, str]:
+def pages(out: Path = OUT) -> dict[Path, str]:
     all_rules = rules([*CODES, *OPT_IN])
-    return {OUT / "README.md": index(all_rules), **{OUT / f"{r.code}.md": page(r) for r in all_rules}}
+    return {out / "README.md": index(all_rules), **{out / f"{r.code}.md": page(r) for r in all_rules}}
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="report pages that differ; write nothing")
+    parser.add_argument("--dir", type=Path, default=OUT, help="the pages' directory (default: docs/rules)")
     args = parser.parse_args(argv)
-    wanted = pages()
+    out = args.dir.resolve()
+    wanted = pages(out)
     stale = [p for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
-    extra = sorted(set(OUT.glob("*.md")) - set(wanted)) if OUT.exists() else []
+    extra = sorted(set(out.glob("*.md")) - set(wanted)) if out.exists() else []
     if args.check:
         for p in stale + extra:
-            print(f"{p.relative_to(ROOT)} is not current: run python scripts/rule_docs.py", file=sys.stderr)
+            print(f"{_shown(p)} is not current: run python scripts/rule_docs.py", file=sys.stderr)
         return 1 if stale or extra else 0
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     for p in stale:
         p.write_text(wanted[p], encoding="utf-8")
     for p in extra:
         p.unlink()
-    print(f"docs/rules: {len(stale)} written, {len(extra)} removed, {len(wanted) - len(stale)} current")
+    print(f"{_shown(out)}: {len(stale)} written, {len(extra)} removed, {len(wanted) - len(stale)} current")
     return 0
 
 

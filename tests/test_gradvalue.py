@@ -1,4 +1,4 @@
-"""CG019's judgement of a grad fn's values against the forward's VJP (`cglint.model.gradvalue`),
+"""CG019's judgement of a grad fn's values against the forward's VJP (`cglint.samples.gradvalue`),
 decided by the runtime's own verdict. Each buggy case here gave gradients off from autodiff in
 TensorFlow 2.21, and each right one matched it (the intentional ones are told apart as the
 runtime tells them)."""

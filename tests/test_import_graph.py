@@ -79,6 +79,56 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def package_graph(graph: dict[str, set[str]], packages: set[str]) -> dict[str, set[str]]:
+    """The same edges between sub-packages (`cglint.model`, `cglint.runtime`, ...); a module
+    outside them (`cglint.engine`) is a node of its own, and the root package is no node."""
+
+    def node(module: str) -> str:
+        head = ".".join(module.split(".")[:2])
+        return head if head in packages else module
+
+    out: dict[str, set[str]] = {}
+    for module, edges in graph.items():
+        if "." not in module:
+            continue
+        out.setdefault(node(module), set()).update(node(e) for e in edges if "." in e and node(e) != node(module))
+    return out
+
+
+def _subpackages(root: Path) -> set[str]:
+    return {f"{root.name}.{d.name}" for d in root.iterdir() if (d / "__init__.py").is_file()}
+
+
+def test_cglint_packages_have_no_cycle():
+    """Packages depend one way: the gradient-check core (`cglint.gradcheck`) on nothing of
+    cglint's; the evaluator (`cglint.samples`), the runtime and trace on it; the evaluator on the
+    model, never the other way; neither the model nor trace on the runtime."""
+    graph = package_graph(import_graph(PACKAGE), _subpackages(PACKAGE))
+    assert cycle(graph) is None, " -> ".join(cycle(graph))
+    assert graph["cglint.gradcheck"] == set(), graph["cglint.gradcheck"]
+    assert "cglint.gradcheck" in graph["cglint.samples"] and "cglint.gradcheck" in graph["cglint.trace"]
+    assert "cglint.model" in graph["cglint.samples"] and "cglint.samples" not in graph["cglint.model"]
+    assert "cglint.runtime" not in graph["cglint.model"] and "cglint.runtime" not in graph["cglint.trace"]
+
+
+def test_a_package_cycle_is_found(tmp_path):
+    """Two sub-packages whose modules import each other, acyclic module by module, are a cycle."""
+    pkg = tmp_path / "pkg"
+    for sub in ("a", "b"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "x.py").write_text("from pkg.b import y\n")
+    (pkg / "b" / "y.py").write_text("")
+    (pkg / "b" / "z.py").write_text("from pkg.a import w\n")
+    (pkg / "a" / "w.py").write_text("")
+    graph = import_graph(pkg)
+    assert cycle(graph) is None
+    assert sorted(set(cycle(package_graph(graph, _subpackages(pkg))))) == ["pkg.a", "pkg.b"]
+    (pkg / "b" / "z.py").write_text("")
+    assert cycle(package_graph(import_graph(pkg), _subpackages(pkg))) is None
+
+
 def test_cglint_imports_have_no_cycle():
     graph = import_graph(PACKAGE)
     assert {"cglint.engine", "cglint.notebook", "cglint.fix", "cglint.model.module"} <= graph.keys()
@@ -99,3 +149,48 @@ def test_a_cycle_is_found(tmp_path, deferred):
     assert sorted(set(cycle(import_graph(pkg)))) == ["pkg.a", "pkg.b"]
     (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n")
     assert cycle(import_graph(pkg)) is None
+
+
+def private_imports(root: Path) -> list[str]:
+    """`from cglint.x import _name` (or a relative one): one module reaching into another's
+    private names, which couples them where a public query should."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == root.name):
+                out += [f"{path.relative_to(root.parent)}:{node.lineno}: {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return out
+
+
+def test_no_module_imports_another_modules_private_names(tmp_path):
+    assert private_imports(PACKAGE) == []
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("from pkg.b import _hidden, shown\nfrom .b import __version__\n")
+    assert [line.split(": ")[1] for line in private_imports(pkg)] == ["_hidden"]
+
+
+def rule_walks(path: Path) -> list[str]:
+    """What in a rule module walks the syntax tree itself instead of asking the model: libcst's
+    matchers, cglint's walkers, `.children`, a visitor class. Transformers that build a fix's
+    new code are not analysis and are allowed."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            out += [f"imports {n}" for n in names if n in ("libcst.matchers", "cglint.cstwalk")]
+            if isinstance(node, ast.ImportFrom) and node.module == "libcst":
+                out += [f"imports libcst.{a.name}" for a in node.names if a.name == "matchers"]
+        elif isinstance(node, ast.Attribute) and node.attr in ("children", "findall", "CSTVisitor"):
+            out.append(f"line {node.lineno}: .{node.attr}")
+    return out
+
+
+def test_rules_ask_the_model_and_never_walk_the_tree(tmp_path):
+    rules = sorted((PACKAGE / "rules").glob("cg*.py"))
+    assert len(rules) >= 20
+    assert {p.name: rule_walks(p) for p in rules if rule_walks(p)} == {}
+    bad = tmp_path / "cg999_bad.py"
+    bad.write_text("import libcst.matchers as m\nclass V(cst.CSTVisitor):\n    pass\ndef f(n):\n    return n.children\n")
+    assert rule_walks(bad) == ["imports libcst.matchers", "line 2: .CSTVisitor", "line 5: .children"]

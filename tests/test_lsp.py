@@ -457,6 +457,35 @@ async def test_an_edited_pyproject_takes_effect(vscode, tmp_path):
     assert [d.code for d in await asyncio.wait_for(republished(), 20)] == ["CG005"]
 
 
+@pytest.mark.asyncio(loop_scope="module")
+async def test_an_edited_tensorflow_alias_takes_effect_without_a_restart(vscode, tmp_path):
+    """`tensorflow-aliases` decides which modules are TensorFlow: a live server that has linted
+    a file with the old aliases lints it with the new ones once pyproject.toml changes (the
+    aliases are resolved with the settings, not remembered for the process)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    config = project / "pyproject.toml"
+    config.write_text("[tool.cglint]\ntensorflow-aliases = []\n")
+    module = project / "ops.py"
+    module.write_text(BAD.replace("import tensorflow as tf", "import tfcompat as tf"))
+    assert await vscode.open(module) == []
+    assert cli_json(module, cwd=project) == []
+    before = len(vscode.published)
+    config.write_text('[tool.cglint]\ntensorflow-aliases = ["tfcompat"]\n')
+    vscode.client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(changes=[lsp.FileEvent(
+        config.as_uri(), lsp.FileChangeType.Changed)]))
+
+    async def republished():
+        while True:
+            fresh = [p for p in vscode.published[before:] if p.uri == vscode.uri]
+            if fresh:
+                return list(fresh[-1].diagnostics)
+            await asyncio.sleep(0.01)
+
+    codes = [d.code for d in await asyncio.wait_for(republished(), 20)]
+    assert codes == [d["code"] for d in cli_json(module, cwd=project)] == ["CG005"]
+
+
 # -- the process --------------------------------------------------------------------------
 
 def test_importing_the_server_does_not_import_tensorflow():

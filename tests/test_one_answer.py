@@ -42,9 +42,10 @@ def _ecosystem_sources() -> list[Path]:
     """The ecosystem check's unpacked projects (scripts/ecosystem_check.py), when downloaded: an
     even sample of the files that mention custom_gradient (every entry point lints each file, so
     all of them take minutes; `CGLINT_ONE_ANSWER_FULL=1 pytest tests/test_one_answer.py` runs
-    them all)."""
-    cache = Path(os.environ.get("CGLINT_ECOSYSTEM_CACHE") or "~/.cache/cglint/ecosystem").expanduser() / "src"
-    if not cache.is_dir():
+    them all). Only where CGLINT_ECOSYSTEM_CACHE names it: a test never reads the user's home."""
+    named = os.environ.get("CGLINT_ECOSYSTEM_CACHE")
+    cache = Path(named) / "src" if named else None
+    if cache is None or not cache.is_dir():
         return []
     found = [p for p in sorted(cache.rglob("*.py")) if "custom_gradient" in p.read_text(errors="replace")]
     if os.environ.get("CGLINT_ONE_ANSWER_FULL") or len(found) <= ECOSYSTEM_SAMPLE:

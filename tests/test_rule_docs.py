@@ -1,6 +1,7 @@
 """docs/rules/ is generated from the rule modules (scripts/rule_docs.py): the committed pages
 must be what the script writes now, so a rule's change reaches its page."""
 
+import shutil
 import subprocess
 import sys
 
@@ -30,13 +31,12 @@ def test_every_rule_has_a_page_with_its_sections_and_the_index_links_it():
 
 
 def test_a_stale_page_is_caught(tmp_path):
-    # The check compares text: a page edited by hand is reported.
-    page = ROOT / "docs" / "rules" / "CG009.md"
-    original = page.read_text()
-    try:
-        page.write_text(original + "edited by hand\n")
-        run = subprocess.run([sys.executable, str(ROOT / "scripts" / "rule_docs.py"), "--check"],
-                             capture_output=True, text=True, cwd=ROOT)
-        assert run.returncode == 1 and "docs/rules/CG009.md is not current" in run.stderr
-    finally:
-        page.write_text(original)
+    # The check compares text: a page edited by hand is reported (in a copy: the checkout's
+    # pages are never written by a test, parallel workers read them).
+    pages = tmp_path / "rules"
+    shutil.copytree(ROOT / "docs" / "rules", pages)
+    script = [sys.executable, str(ROOT / "scripts" / "rule_docs.py"), "--check", "--dir", str(pages)]
+    assert subprocess.run(script, capture_output=True, text=True, cwd=tmp_path).returncode == 0
+    (pages / "CG009.md").write_text((pages / "CG009.md").read_text() + "edited by hand\n")
+    run = subprocess.run(script, capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 1 and f"{pages / 'CG009.md'} is not current" in run.stderr

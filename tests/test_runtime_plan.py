@@ -119,7 +119,7 @@ def make_clip(limit):
 
 
 def test_every_skipped_says_what_would_check_it_with_the_command(tmp_path):
-    from cglint.runtime.report import next_step
+    from cglint.gradcheck.report import next_step
 
     (tmp_path / "layer.py").write_text(NESTED)
     run = subprocess.run([sys.executable, "-m", "cglint", "--isolated", "--no-cache", "--runtime=all",

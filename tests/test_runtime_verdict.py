@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cglint.runtime.verdict import Arg, Measurements, Options, combine, decide, near_noise_floor
+from cglint.gradcheck.verdict import Arg, Measurements, Options, combine, decide, near_noise_floor
 
 ROOT = Path(__file__).resolve().parents[1]
 rng = np.random.default_rng(0)
@@ -239,7 +239,7 @@ def test_the_verdict_module_never_imports_tensorflow():
                     raise ImportError("tensorflow is blocked in this test")
         sys.meta_path.insert(0, Block())
         import numpy as np
-        from cglint.runtime.verdict import Arg, Measurements, decide
+        from cglint.gradcheck.verdict import Arg, Measurements, decide
         from cglint.runtime import GradientReport
         a = [np.ones(3, np.float32)]
         r = decide(Measurements([Arg("x", "input", (3,), "float32")], [[a[0]]], [a], [a]))

@@ -269,7 +269,7 @@ def test_a_verdict_confirms_only_findings_with_its_own_symptom(tmp_path, monkeyp
 
 
 def test_symptoms_per_rule():
-    from cglint.runtime.symptoms import shows
+    from cglint.gradcheck.symptoms import shows
 
     value = {"verdict": "mismatch", "detail": "d/x off by 35% vs autodiff"}
     raised = {"verdict": "error", "detail": "ValueError: too many values to unpack (expected 2)"}

@@ -1,4 +1,4 @@
-"""CG005's judgement by the forward's vector-Jacobian product (`cglint.model.vjp`): what it
+"""CG005's judgement by the forward's vector-Jacobian product (`cglint.samples.vjp`): what it
 evaluates, and that it claims nothing where the maths is unknown or the gradient is right.
 Each buggy case here gave gradients off from autodiff (or of another shape than the input) in
 TensorFlow 2.21, and each right one matched it."""
@@ -545,7 +545,7 @@ def test_numpy_fake_quant_is_tensorflows():
     TensorFlow nudges it to 127 in float32)."""
     import numpy as np
 
-    from cglint.model import arrays
+    from cglint.samples import arrays
 
     x = np.array([-1.25, -0.81, -0.75, -0.05, 0.3, 0.69, 0.71, 1.1])
     quant = arrays.OPS["fake_quant_with_min_max_args"]
@@ -562,8 +562,8 @@ def test_one_judgement_shares_a_budget_of_statements():
     import libcst as cst
 
     from cglint.model import ModuleModel
-    from cglint.model.evaluate import Evaluator, Unknown
-    from cglint.model.interpret import MAX_SITE_STEPS
+    from cglint.samples.evaluate import Evaluator, Unknown
+    from cglint.samples.interpret import MAX_SITE_STEPS
 
     model = ModuleModel(cst.parse_module(textwrap.dedent("""\
         def _sum(n):
@@ -593,7 +593,7 @@ def test_while_loop(expr, value):
     import libcst as cst
 
     from cglint.model import ModuleModel
-    from cglint.model.evaluate import Evaluator, Unknown
+    from cglint.samples.evaluate import Evaluator, Unknown
 
     model = ModuleModel(cst.parse_module(f"import tensorflow as tf\n\ns = {expr}\n"))
     ev = Evaluator(model, {})
@@ -642,7 +642,7 @@ def test_python_conditions(expr, value):
     import libcst as cst
 
     from cglint.model import ModuleModel
-    from cglint.model.evaluate import Evaluator
+    from cglint.samples.evaluate import Evaluator
 
     model = ModuleModel(cst.parse_module(f"s = {expr}\n"))
     assert Evaluator(model, {}).value(model.root.bindings["s"][0], model.root) == value

@@ -34,7 +34,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
-from cglint import __version__, engine
+from cglint import __version__, config, engine
 from cglint import fix as fixing
 from cglint.diagnostics import Diagnostic, FileResult
 from cglint.lsp import text as txt
@@ -53,27 +53,21 @@ DEBOUNCE_SECONDS = 0.0
 # Clients that cannot watch files for the server (Neovim on Linux) get pyproject.toml polled.
 CONFIG_POLL_SECONDS = 1.0
 FIX_ALL_KIND = "source.fixAll.cglint"
-CONFIG_FILES = ("pyproject.toml",)
+CONFIG_FILES = config.CONFIG_FILES
 
 
 # -- configuration and fixing: one plug point each ---------------------------------------
 
-def _config_key(path: str | None) -> tuple[tuple[str, int], ...]:
-    """What the configuration of `path` depends on: the config files above it and their
-    modification times. A changed key means the rules must be looked up (and the buffer
-    linted) again; no file watcher is needed, so every client gets it."""
+def _config_key(path: str | None) -> tuple[tuple[str, int, int], ...]:
+    """What the configuration of `path` depends on (`config.config_key` of its directory). A
+    changed key means the settings must be resolved (and the buffer linted) again; no file
+    watcher is needed, so every client gets it."""
     if path is None:
         return ()
-    key = []
-    directory = Path(path).parent
-    for folder in (directory, *directory.parents):
-        for name in CONFIG_FILES:
-            candidate = folder / name
-            try:
-                key.append((str(candidate), candidate.stat().st_mtime_ns))
-            except (OSError, ValueError):
-                continue
-    return tuple(key)
+    try:
+        return config.config_key(Path(path).parent)
+    except (OSError, ValueError):
+        return ()
 
 
 def _fix_all(source: str, path: str, rules: list[type[Rule]]) -> str:

@@ -4,7 +4,7 @@ This package is the only place that walks the syntax tree. Rules ask a `ModuleMo
 `GradientSite`s questions ("which variables does the forward read?", "what does this name
 hold?", "what does this grad fn return?") and never traverse the tree themselves.
 
-One pass (`scopes._Collector`) records imports, scopes with their name bindings, function
+One pass (`scopes.Collector`) records imports, scopes with their name bindings, function
 definitions, calls and `self.x = ...` attributes. Sites are then assembled from those tables,
 so the cost is one walk plus work proportional to the sites.
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from cglint.model.scopes import FunctionNode, Param, Scope, _is_self, _is_staticmethod
+from cglint.model.scopes import FunctionNode, Param, Scope, is_self, is_staticmethod
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -150,7 +150,7 @@ class BoundaryQueries:
                 return []
             cls = self.scope_of[value].parent
             bound = 1 if isinstance(value, cst.FunctionDef) and cls is not None and isinstance(cls.node, cst.ClassDef) \
-                and not _is_staticmethod(value) else 0
+                and not is_staticmethod(value) else 0
             return [Callee(value, self, bound)]
         if depth >= MAX_DEPTH:
             return []
@@ -188,7 +188,7 @@ class BoundaryQueries:
 
     def _attribute(self, attr: cst.Attribute, scope: Scope, depth: int) -> list[Callee]:
         name, base = attr.attr.value, attr.value
-        if _is_self(base) or _is_super(base):
+        if is_self(base) or _is_super(base):
             cls = scope.enclosing_class()
             if cls is None:
                 return []
@@ -337,7 +337,7 @@ class BoundaryQueries:
             memo = self.__dict__["_wrapped_methods_memo"] = {}
             for call, scope in self.all_calls:
                 target = call.args[0].value if call.args else None
-                if isinstance(target, cst.Attribute) and _is_self(target.value) and self._is_custom_gradient(call.func):
+                if isinstance(target, cst.Attribute) and is_self(target.value) and self._is_custom_gradient(call.func):
                     cls = scope.enclosing_class()
                     if cls is not None:
                         memo.setdefault(id(cls), []).append((target.attr.value, call))
@@ -458,7 +458,7 @@ def _is_super(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "super"
 
 
-def _param_of(value: cst.BaseExpression, scope: Scope) -> int | None:
+def param_of(value: cst.BaseExpression, scope: Scope) -> int | None:
     """The position of the parameter of `scope`'s def that `value` is (`fn` in `def deco(fn)`)."""
     node = scope.node
     if not isinstance(value, cst.Name) or not isinstance(node, cst.FunctionDef):
@@ -470,7 +470,7 @@ def _param_of(value: cst.BaseExpression, scope: Scope) -> int | None:
     return None
 
 
-def _calls_in(value: object) -> list[cst.Call]:
+def calls_in(value: object) -> list[cst.Call]:
     """The calls an expression is made of, outermost first (`tf.function(tf.custom_gradient(f))`,
     `custom_gradient(f)(*args)`): callees and positional arguments, nothing deeper."""
     out: list[cst.Call] = []

@@ -9,8 +9,8 @@ from __future__ import annotations
 import libcst as cst
 
 from cglint.model.ops import TF_FUNCTION
-from cglint.model.boundaries import STATIC_ATTRS, Callee, _calls_in
-from cglint.model.scopes import Scope, _is_self
+from cglint.model.boundaries import STATIC_ATTRS, Callee, calls_in
+from cglint.model.scopes import Scope, is_self
 
 
 class DecoratorQueries:
@@ -30,7 +30,7 @@ class DecoratorQueries:
         if isinstance(decorator, cst.Name) and scope.lookup(decorator.value) is None \
                 and self.import_spec(decorator.value) is None:
             return False  # a builtin, TensorFlow or an installed package: never project code
-        if isinstance(decorator, cst.Attribute) and not _is_self(decorator.value) \
+        if isinstance(decorator, cst.Attribute) and not is_self(decorator.value) \
                 and self.qualname(decorator) is not None and self.module_of(decorator.value, scope) is None:
             return False  # `@tf.function`, `@functools.wraps(...)`: an import's own attribute
         return any(c.model._wraps(c, what, 0) for c in self.callables(decorator, scope))
@@ -59,7 +59,7 @@ class DecoratorQueries:
 
     def _custom_gradient_of_compiled(self, fn: Callee) -> bool:
         for ret in fn.scope.returns:
-            for call in _calls_in(ret.value) if ret.value is not None else []:
+            for call in calls_in(ret.value) if ret.value is not None else []:
                 if self._is_custom_gradient(call.func) and call.args and any(
                         isinstance(v, cst.Call) and self.qualname(v.func) in TF_FUNCTION
                         for v in self.resolve(call.args[0].value, fn.scope)):
@@ -116,7 +116,7 @@ class DecoratorQueries:
                 if self._wraps(Callee(value, self), what, depth + 1):
                     return True
                 continue
-            for call in _calls_in(value):
+            for call in calls_in(value):
                 if self._is_wanted(call.func, what):
                     return True
                 if isinstance(call.func, cst.Name) and self._makes(call.func, scope, what, depth + 1):

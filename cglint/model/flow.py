@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from cglint.cstwalk import Walker
-from cglint.model.ops import _MULTI_OUTPUT_OPS, _is_function_name, tf_op_name
-from cglint.model.scopes import Binding, Param, Scope, _has_star, _is_self, positional_arguments
+from cglint.model.ops import MULTI_OUTPUT_OPS, is_function_name, tf_op_name
+from cglint.model.scopes import Binding, Param, Scope, has_star, is_self, positional_arguments
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -34,7 +34,7 @@ class FlowQueries:
             return None
         value = values[0]
         if isinstance(value, (cst.Tuple, cst.List)):
-            return [el.value for el in value.elements] if not _has_star(value) else None
+            return [el.value for el in value.elements] if not has_star(value) else None
         if (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("tuple", "list")
                 and scope.lookup(value.func.value) is None):
             # `tuple([dx, dw])`, `list((dw, db))`: the literal inside.
@@ -92,7 +92,7 @@ class FlowQueries:
         counts = set()
         for value in values:
             if isinstance(value, (cst.Tuple, cst.List)):
-                if _has_star(value):
+                if has_star(value):
                     return None
                 parts = [self.flat_count(el.value, scope, depth + 1, params) for el in value.elements]
                 if None in parts:
@@ -119,7 +119,7 @@ class FlowQueries:
                 counts.add(1)  # nest.flatten(None) is [None]: one (absent) gradient
             elif isinstance(value, cst.Call) and tf_op_name(self.qualname(value.func)) is not None:
                 # Most ops return one tensor; the few that return lists are listed here.
-                if tf_op_name(self.qualname(value.func)) in _MULTI_OUTPUT_OPS:
+                if tf_op_name(self.qualname(value.func)) in MULTI_OUTPUT_OPS:
                     return None
                 counts.add(1)
             else:
@@ -185,7 +185,7 @@ class FlowQueries:
         if depth > 8 or len(values) != 1 or not isinstance(values[0], (cst.Tuple, cst.List, cst.Dict)):
             return None
         value = values[0]
-        if _has_star(value):
+        if has_star(value):
             return None
         total = 0
         for el in value.elements:
@@ -269,10 +269,10 @@ class FlowQueries:
                 return _PYTHON_BUILTINS[func.value]
             return None
         if isinstance(value, cst.Attribute):
-            if _is_self(value.value):
+            if is_self(value.value):
                 return self._python_attribute(value, scope, depth)
             qualname = self.qualname(value)
-            if qualname is not None and _is_function_name(qualname):
+            if qualname is not None and is_function_name(qualname):
                 return "callable"
         return None
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from cglint.model.scopes import Scope, _is_self
+from cglint.model.scopes import Scope, is_self
 
 if TYPE_CHECKING:
     from cglint.model.sites import GradientSite
@@ -145,7 +145,7 @@ class ModuleIndex:
             if reached and all(s is not None and (imported or s.model is self) for s in reached):
                 return reached[0]
             return None
-        if isinstance(func, cst.Attribute) and _is_self(func.value):
+        if isinstance(func, cst.Attribute) and is_self(func.value):
             owner = scope.enclosing_class()
             hit = index.get(("self." + func.attr.value, id(owner))) if owner is not None else None
             return hit[1] if hit else None

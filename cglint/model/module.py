@@ -17,7 +17,7 @@ from cglint.model.decorators import DecoratorQueries
 from cglint.model.flow import FlowQueries
 from cglint.model.index import ModuleIndex
 from cglint.model.resolve import ResolveQueries
-from cglint.model.scopes import Binding, Scope, _Collector, _ReadsIn, reach_imports
+from cglint.model.scopes import Binding, Scope, Collector, ReadsIn, reach_imports
 from cglint.model.sites import Helper, SiteDiscovery
 from cglint.model.tables import TableQueries
 from cglint.model.variables import VariableQueries
@@ -42,7 +42,7 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         self.linted = sites  # the module linted (else a project module read for its bindings)
         if project is not None and sites:
             project.epoch += 1  # a new lint: what project modules remembered may be stale (`memo`)
-        collector = _Collector(self)
+        collector = Collector(self)
         collector.walk(module)
         self.imports: dict[str, str] = reach_imports(collector.imports, tensorflow_aliases, collector.root)
         self.project_imports = collector.project_imports
@@ -77,9 +77,45 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
     def reads_in(self, expr: cst.CSTNode, skip_attrs: frozenset[str] = frozenset()) -> list[cst.Name]:
         """Names an expression reads (attribute and keyword names are not reads). Names under
         an attribute in `skip_attrs` are left out: `x.shape` with `{"shape"}` reads nothing."""
-        finder = _ReadsIn(skip_attrs)
+        finder = ReadsIn(skip_attrs)
         finder.walk(expr)
         return finder.names
+
+    def uses_of(self, root: cst.CSTNode, name: str) -> tuple[list[cst.Name], list[cst.Subscript]]:
+        """Every `name` node under `root`, and the subscripts of it (`args[0]`): how a body uses
+        a parameter, whole or one item at a time."""
+        from cglint.cstwalk import nodes
+
+        found = [n for n in nodes(root) if isinstance(n, (cst.Name, cst.Subscript))]
+        names = [n for n in found if isinstance(n, cst.Name) and n.value == name]
+        picks = [n for n in found if isinstance(n, cst.Subscript) and isinstance(n.value, cst.Name)
+                 and n.value.value == name]
+        return names, picks
+
+    def mentions_attribute(self, expr: cst.CSTNode, attr: str) -> bool:
+        """`expr` names the attribute `attr`: as `obj.attr`, or as the string `"attr"`
+        (`hasattr(obj, "attr")`)."""
+        from cglint.cstwalk import nodes
+
+        return any((isinstance(n, cst.Attribute) and n.attr.value == attr)
+                   or (isinstance(n, cst.SimpleString) and n.evaluated_value == attr) for n in nodes(expr))
+
+    def looks_up_by_attribute(self, root: cst.CSTNode, attr: str) -> bool:
+        """Something under `root` looks an entry up by an attribute of a value:
+        `table[v.name]`, `table.get(v.name)` (with `attr` "name")."""
+        from cglint.cstwalk import nodes
+
+        def keyed(expr: cst.BaseExpression) -> bool:
+            return isinstance(expr, cst.Attribute) and expr.attr.value == attr
+
+        for node in nodes(root):
+            if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+                if keyed(node.slice[0].slice.value):
+                    return True
+            elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get"
+                  and node.args and keyed(node.args[0].value)):
+                return True
+        return False
 
     # ---- name resolution -----------------------------------------------------------------
 

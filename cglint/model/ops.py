@@ -50,9 +50,9 @@ def tf_op_name(qualname: str | None) -> str | None:
 
 
 # Calls that read no variables, for `may_read_unseen_variables`.
-_PURE_BUILTINS = frozenset({"len", "range", "int", "float", "bool", "str", "tuple", "list", "dict", "zip", "enumerate",
+PURE_BUILTINS = frozenset({"len", "range", "int", "float", "bool", "str", "tuple", "list", "dict", "zip", "enumerate",
                             "isinstance", "min", "max", "abs", "sum", "print", "super", "getattr", "hasattr"})
-_PURE_CALLS = frozenset({"numpy.sqrt", "numpy.pi", "math.sqrt", "math.log", "math.pi"})
+PURE_CALLS = frozenset({"numpy.sqrt", "numpy.pi", "math.sqrt", "math.log", "math.pi"})
 # TensorFlow names that are not functions: dtypes and constants (`tf.float32`, `tf.newaxis`).
 _TF_NON_FUNCTIONS = frozenset({"float16", "float32", "float64", "bfloat16", "half", "double", "int8", "int16",
                                "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool", "string",
@@ -60,7 +60,7 @@ _TF_NON_FUNCTIONS = frozenset({"float16", "float32", "float64", "bfloat16", "hal
                                "newaxis", "pi", "e", "inf", "nan"})
 
 
-def _is_function_name(qualname: str) -> bool:
+def is_function_name(qualname: str) -> bool:
     """`tensorflow.nn.relu`, `keras.activations.gelu`: a TensorFlow or Keras function."""
     for prefix in ("keras.activations.", "tensorflow.keras.activations.", "keras.ops."):
         if qualname.startswith(prefix):
@@ -71,4 +71,4 @@ def _is_function_name(qualname: str) -> bool:
 
 
 # Ops that return a list of tensors: an output built by them is not a single tensor.
-_MULTI_OUTPUT_OPS = frozenset({"split", "unstack", "meshgrid", "dynamic_partition", "top_k", "unique", "moments"})
+MULTI_OUTPUT_OPS = frozenset({"split", "unstack", "meshgrid", "dynamic_partition", "top_k", "unique", "moments"})

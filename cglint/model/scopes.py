@@ -1,4 +1,4 @@
-"""Scopes and bindings: the one walk over the syntax tree (`_Collector`) and what it records.
+"""Scopes and bindings: the one walk over the syntax tree (`Collector`) and what it records.
 
 Every function, lambda, class and the module get a `Scope` with the names bound in it (in
 source order, and whether unconditionally), the names and `self.x` read, calls, returns and
@@ -126,21 +126,21 @@ class Scope:
         return any(n.value == name for scope in self.walk() for n in scope.reads)
 
 
-def _has_star(node: cst.CSTNode) -> bool:
+def has_star(node: cst.CSTNode) -> bool:
     return any(isinstance(el, (cst.StarredElement, cst.StarredDictElement)) for el in getattr(node, "elements", ()))
 
 
-def _is_self(expr: cst.BaseExpression) -> bool:
+def is_self(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value in ("self", "cls")
 
 
-def _is_staticmethod(fn: FunctionNode) -> bool:
+def is_staticmethod(fn: FunctionNode) -> bool:
     return isinstance(fn, cst.FunctionDef) and any(
         isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in fn.decorators
     )
 
 
-def _positional_params(params: cst.Parameters) -> list[cst.Param]:
+def positional_params(params: cst.Parameters) -> list[cst.Param]:
     return list(params.posonly_params) + list(params.params)
 
 
@@ -170,7 +170,7 @@ def positional_arguments(call: cst.Call) -> list[cst.BaseExpression] | None:
     return out
 
 
-def _return_values_with_nodes(
+def return_values_with_nodes(
     fn: FunctionNode, scope: Scope
 ) -> Iterator[tuple[cst.BaseExpression | None, cst.CSTNode]]:
     if isinstance(fn, cst.Lambda):
@@ -180,9 +180,9 @@ def _return_values_with_nodes(
         yield ret.value, ret
 
 
-def _return_values(fn: FunctionNode, scope: Scope) -> Iterator[cst.BaseExpression]:
+def return_values(fn: FunctionNode, scope: Scope) -> Iterator[cst.BaseExpression]:
     """Return values of `fn`, with a returned name bound to a tuple literal followed once."""
-    for value, _ in _return_values_with_nodes(fn, scope):
+    for value, _ in return_values_with_nodes(fn, scope):
         if isinstance(value, cst.Name):
             bound = scope.bindings.get(value.value, [])
             tuples = [v for v in bound if isinstance(v, cst.Tuple)]
@@ -227,7 +227,7 @@ def _exports_custom_gradient(decorator: cst.BaseExpression, imports: dict[str, s
     return name == "tf_export" and isinstance(first, cst.SimpleString) and first.evaluated_value == "custom_gradient"
 
 
-class _Collector(Walker):
+class Collector(Walker):
     """The single walk: scopes, bindings, reads, calls, returns, imports, decorated defs."""
 
     def __init__(self, model: ModuleModel) -> None:
@@ -373,7 +373,7 @@ class _Collector(Walker):
             self._bind(target.value, value, sure)
         elif isinstance(target, (cst.Tuple, cst.List)):
             values: list[Binding] | None = None
-            if _has_star(target):
+            if has_star(target):
                 values = None
             elif isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
                 values = [el.value for el in value.elements]
@@ -384,7 +384,7 @@ class _Collector(Walker):
                 self._bind_target(el.value, values[i] if values else None, sure)
         elif isinstance(target, cst.StarredElement):
             self._bind_target(target.value, None, sure)
-        elif isinstance(target, cst.Attribute) and _is_self(target.value) and value is not None:
+        elif isinstance(target, cst.Attribute) and is_self(target.value) and value is not None:
             cls = self.scope.enclosing_class()
             if cls is not None:
                 cls.attributes.setdefault(target.attr.value, []).append(value)
@@ -458,9 +458,9 @@ class _Collector(Walker):
         self.read_seq[id(node)] = self.seq
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        if _is_self(node.value):
+        if is_self(node.value):
             self.scope.attribute_reads.append(node)
-        elif isinstance(node.value, cst.Attribute) and _is_self(node.value.value):
+        elif isinstance(node.value, cst.Attribute) and is_self(node.value.value):
             self.attribute_of[id(node.value)] = node.attr.value  # `self.dense.kernel`: "kernel"
         self.walk(node.value)  # the attribute name itself is not a read
         return False
@@ -490,7 +490,7 @@ class _Collector(Walker):
             self.forwarded.add(id(node.value))
 
 
-class _ReadsIn(Walker):
+class ReadsIn(Walker):
     """Names read inside one expression (see `ModuleModel.reads_in`)."""
 
     def __init__(self, skip_attrs: frozenset[str]) -> None:

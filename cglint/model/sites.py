@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Iterator
 import libcst as cst
 
 from cglint.model.scopes import (
-    FunctionNode, Scope, _has_star, _is_self, _is_staticmethod, _positional_params, _return_values,
-    _return_values_with_nodes, argument,
+    FunctionNode, Scope, has_star, is_self, is_staticmethod, positional_params, return_values,
+    return_values_with_nodes, argument,
 )
 from cglint.model.variables import Variable
 from cglint.names import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT
@@ -35,7 +35,7 @@ class Helper:
     @property
     def params(self) -> list[str]:
         """Its positional parameter names, in order."""
-        return [p.name.value for p in _positional_params(self.node.params)]
+        return [p.name.value for p in positional_params(self.node.params)]
 
     def returned(self) -> list[cst.BaseExpression]:
         return [r.value for r in self.scope.returns if r.value is not None]
@@ -117,6 +117,18 @@ class GradientSite:
         return self.forward.name if isinstance(self.forward, cst.FunctionDef) else self.forward
 
     @property
+    def lines(self) -> tuple[int, int, int, int]:
+        """(first, last, def, wrapper) line of the site: the first is the first decorator's, as
+        Python counts a decorated def (`co_firstlineno`); the runtime's plan and trace's report
+        both place a site by these."""
+        positions = self.model.positions
+        span = positions[self.forward]
+        start, end = span.start.line, span.end.line
+        if isinstance(self.forward, cst.FunctionDef) and self.forward.decorators:
+            start = positions[self.forward.decorators[0]].start.line
+        return start, end, positions[self.anchor].start.line, positions[self.wrapper].start.line
+
+    @property
     def keras_ops(self) -> bool:
         """A Keras 3 `keras.ops.custom_gradient` site (TensorFlow's on the TensorFlow backend)."""
         expr = self.wrapper.decorator if isinstance(self.wrapper, cst.Decorator) else getattr(self.wrapper, "func", None)
@@ -169,7 +181,7 @@ class GradientSite:
 
     @property
     def input_params(self) -> list[cst.Param]:
-        positional = _positional_params(self.forward.params)
+        positional = positional_params(self.forward.params)
         return positional[1:] if self.is_method and positional else positional
 
     @property
@@ -212,7 +224,7 @@ class GradientSite:
         func = call.func
         if isinstance(func, cst.Name):
             return self.is_named_by(func, scope)
-        if isinstance(func, cst.Attribute) and _is_self(func.value) and self.is_method:
+        if isinstance(func, cst.Attribute) and is_self(func.value) and self.is_method:
             name = self.forward.name.value if isinstance(self.forward, cst.FunctionDef) else None
             return func.attr.value in ({name} | self.call_names) and scope.enclosing_class() is self.outer
         return False
@@ -266,7 +278,7 @@ class SiteDiscovery:
                 for value in self.resolve(target, scope):
                     if isinstance(value, (cst.FunctionDef, cst.Lambda)):
                         forward = value
-            elif isinstance(target, cst.Attribute) and _is_self(target.value):
+            elif isinstance(target, cst.Attribute) and is_self(target.value):
                 name = target.attr.value
                 cls = scope.enclosing_class()
                 # The method on the class or a base of this module (`tf.custom_gradient(self._fwd)`).
@@ -311,8 +323,8 @@ class SiteDiscovery:
         self, forward: FunctionNode, wrapper: cst.CSTNode, outer: Scope, name: str, call_names: set[str]
     ) -> GradientSite:
         scope = self.scope_of[forward]
-        is_method = isinstance(outer.node, cst.ClassDef) and not _is_staticmethod(forward)
-        positional = _positional_params(forward.params)
+        is_method = isinstance(outer.node, cst.ClassDef) and not is_staticmethod(forward)
+        positional = positional_params(forward.params)
         if is_method and positional:
             positional = positional[1:]
         if isinstance(outer.node, cst.ClassDef):
@@ -320,8 +332,8 @@ class SiteDiscovery:
         outputs: list[cst.BaseExpression] = []
         grad_fns: list[GradFn] = []
         seen: set[int] = set()
-        for value in _return_values(forward, scope):
-            if not isinstance(value, cst.Tuple) or len(value.elements) != 2 or _has_star(value):
+        for value in return_values(forward, scope):
+            if not isinstance(value, cst.Tuple) or len(value.elements) != 2 or has_star(value):
                 continue
             outputs.append(value.elements[0].value)
             grad = self._grad_fn(value.elements[1].value, scope)
@@ -360,14 +372,14 @@ class SiteDiscovery:
         self.adopt(callee, expr)
         gscope = callee.scope
         params = node.params
-        positional = _positional_params(params)[bound_positional:]
+        positional = positional_params(params)[bound_positional:]
         # TensorFlow passes `variables` by keyword, so it is never an upstream gradient.
         upstream = [p for p in positional if p.name.value != "variables" and p.name.value not in bound_keywords]
         named = {p.name.value for p in positional} | {p.name.value for p in params.kwonly_params}
         kwargs = params.star_kwarg.name.value if isinstance(params.star_kwarg, cst.Param) else None
         returns = []
         higher_order = isinstance(node, cst.FunctionDef) and any(self._is_custom_gradient(d.decorator) for d in node.decorators)
-        for value, ret in _return_values_with_nodes(node, gscope):
+        for value, ret in return_values_with_nodes(node, gscope):
             if higher_order:
                 # The grad fn is itself `@tf.custom_gradient`: it returns `(gradients, grad_of_grad)`
                 # and its callers (TensorFlow) get the gradients alone.
@@ -419,8 +431,8 @@ class SiteDiscovery:
             node = scope.node
             if not isinstance(node, cst.FunctionDef) or id(node) in wrapped:
                 continue
-            for value in _return_values(node, scope):
-                if isinstance(value, cst.Tuple) and len(value.elements) == 2 and not _has_star(value):
+            for value in return_values(node, scope):
+                if isinstance(value, cst.Tuple) and len(value.elements) == 2 and not has_star(value):
                     second = value.elements[1].value
                     if isinstance(second, cst.Name):
                         defs = [v for v in scope.bindings.get(second.value, []) if isinstance(v, cst.FunctionDef)]

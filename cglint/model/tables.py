@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from cglint.model.boundaries import MAX_CALLEES, MAX_DEPTH, _param_of
-from cglint.model.scopes import Scope, _is_self, _is_staticmethod, argument
+from cglint.model.boundaries import MAX_CALLEES, MAX_DEPTH, param_of
+from cglint.model.scopes import Scope, is_self, is_staticmethod, argument
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -64,7 +64,7 @@ class TableQueries:
         """The tables a container expression may be: literal dicts, lists and tuples, `dict(...)`
         calls and dict comprehensions, bound to a name (imported or not, `ops.TABLE`), to
         `self.table`, or an entry of another table (`TABLE["gelu"][1]`)."""
-        if isinstance(expr, cst.Attribute) and _is_self(expr.value):
+        if isinstance(expr, cst.Attribute) and is_self(expr.value):
             cls = scope.enclosing_class()
             values = cls.attributes.get(expr.attr.value, []) + cls.bindings.get(expr.attr.value, []) if cls else []
             found = [(self, v, self._scope_of_expr(v, cls)) for v in values]  # type: ignore[arg-type]
@@ -159,7 +159,7 @@ class TableQueries:
                     continue
                 key = target.slice[0].slice.value if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) \
                     else None
-                param = _param_of(value, scope)
+                param = param_of(value, scope)
                 if param is not None:  # a decorator storing what it decorates
                     out += model._registered(scope, param, key, models)
                 else:
@@ -230,7 +230,7 @@ class TableQueries:
             return None
         position = names.index(key.value)
         cls = factory.parent
-        if cls is not None and isinstance(cls.node, cst.ClassDef) and not _is_staticmethod(factory.node):
+        if cls is not None and isinstance(cls.node, cst.ClassDef) and not is_staticmethod(factory.node):
             position -= 1  # `self` / `cls` of a registry's method
         arg = argument(decorator, position, key.value)
         return self._constant(arg, scope) if arg is not None else None

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from cglint.model.ops import _PURE_BUILTINS, _PURE_CALLS
-from cglint.model.scopes import Binding, Scope, Unpacked, _has_star, _is_self, argument
+from cglint.model.ops import PURE_BUILTINS, PURE_CALLS
+from cglint.model.scopes import Binding, Scope, Unpacked, has_star, is_self, argument
 
 if TYPE_CHECKING:
     from cglint.model.sites import GradientSite
@@ -141,7 +141,7 @@ class VariableQueries:
         out: list[Variable] = []
         name: str | None = None
         for value in self.resolve(expr, scope):
-            if isinstance(value, cst.Attribute) and _is_self(value.value):
+            if isinstance(value, cst.Attribute) and is_self(value.value):
                 # `self.ws` bound to a literal list: its entries by index (`self.ws[0]`).
                 bound = self.attribute_values(scope, value.attr.value)
                 value = bound[0] if len(bound) == 1 and isinstance(bound[0], (cst.List, cst.Tuple, cst.Dict)) else value
@@ -160,7 +160,7 @@ class VariableQueries:
         """What a container expression holds: a name's bindings, `self.x`'s class bindings."""
         out: list[Binding] = []
         for value in self.resolve(expr, scope):
-            if isinstance(value, cst.Attribute) and _is_self(value.value):
+            if isinstance(value, cst.Attribute) and is_self(value.value):
                 out += self.attribute_values(scope, value.attr.value) or [value]
             else:
                 out.append(value)
@@ -211,7 +211,7 @@ class VariableQueries:
             own = self._own_weights(value.source, scope)
             return [own] if own is not None else []
         if isinstance(value, cst.Attribute):
-            if _is_self(value.value):
+            if is_self(value.value):
                 for bound in self.attribute_values(scope, value.attr.value):
                     found = self._weights_of(bound, scope, depth + 1)
                     if found:
@@ -231,7 +231,7 @@ class VariableQueries:
 
     def _own_weights(self, source: cst.BaseExpression, scope: Scope) -> Variable | None:
         """One entry of `self.trainable_weights` (and the like) in a Keras layer or tf.Module."""
-        if not (isinstance(source, cst.Attribute) and _is_self(source.value) and source.attr.value in _OWN_WEIGHT_LISTS):
+        if not (isinstance(source, cst.Attribute) and is_self(source.value) and source.attr.value in _OWN_WEIGHT_LISTS):
             return None
         cls = scope.enclosing_class()
         keras = cls is not None and self.is_keras_class(cls)
@@ -332,10 +332,10 @@ class VariableQueries:
                 continue
             for call in scope.calls:
                 qualname = self.qualname(call.func)
-                if qualname is not None and (qualname.startswith("tensorflow.") or qualname in _PURE_CALLS):
+                if qualname is not None and (qualname.startswith("tensorflow.") or qualname in PURE_CALLS):
                     continue
                 if isinstance(call.func, cst.Name):
-                    if call.func.value in _PURE_BUILTINS and scope.lookup(call.func.value) is None:
+                    if call.func.value in PURE_BUILTINS and scope.lookup(call.func.value) is None:
                         continue
                     if any(id(v) in local for v in self.resolve(call.func, scope) if v is not None):
                         continue
@@ -365,7 +365,7 @@ def _literal_entry(containers: list[Binding], subscript: cst.Subscript) -> cst.B
     if len(containers) != 1 or len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
         return None
     container, key = containers[0], subscript.slice[0].slice.value
-    if isinstance(container, (cst.List, cst.Tuple)) and isinstance(key, cst.Integer) and not _has_star(container):
+    if isinstance(container, (cst.List, cst.Tuple)) and isinstance(key, cst.Integer) and not has_star(container):
         i = int(key.value, 0)
         return container.elements[i].value if -len(container.elements) <= i < len(container.elements) else None
     if isinstance(container, cst.Dict) and isinstance(key, cst.SimpleString):
@@ -377,7 +377,7 @@ def _literal_entry(containers: list[Binding], subscript: cst.Subscript) -> cst.B
 
 def _entry_keys(value: Binding) -> list[str] | None:
     """How a literal container's entries are written as subscripts: `0`, `1` / `"w"`."""
-    if isinstance(value, (cst.List, cst.Tuple)) and not _has_star(value):
+    if isinstance(value, (cst.List, cst.Tuple)) and not has_star(value):
         return [str(i) for i in range(len(value.elements))]
     if isinstance(value, cst.Dict) and all(isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
                                            for el in value.elements):
@@ -386,7 +386,7 @@ def _entry_keys(value: Binding) -> list[str] | None:
 
 
 def _unpacked_entry(containers: list[Binding], index: int) -> cst.BaseExpression | None:
-    if len(containers) == 1 and isinstance(containers[0], (cst.List, cst.Tuple)) and not _has_star(containers[0]):
+    if len(containers) == 1 and isinstance(containers[0], (cst.List, cst.Tuple)) and not has_star(containers[0]):
         elements = containers[0].elements
         return elements[index].value if index < len(elements) else None
     return None

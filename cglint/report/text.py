@@ -6,9 +6,9 @@ with a caret under the span, the message's detail lines (what TensorFlow does, w
 from __future__ import annotations
 
 import textwrap
-from typing import Any
 
 from cglint.diagnostics import DISPLAY_ONLY, SAFE, TITLE_WIDTH, Diagnostic, FileResult
+from cglint.gradcheck.report import describe
 from cglint.report.style import Style
 from cglint.source import split_lines
 
@@ -100,7 +100,7 @@ def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False, run
     else:
         failing = []
         if runtime:  # (imported only then: a plain run never loads the runtime's modules)
-            from cglint.runtime.session import FAILING
+            from cglint.gradcheck.report import FAILING
 
             failing = [r for r in runtime if r.get("verdict") in FAILING]
         if failing:
@@ -118,12 +118,6 @@ def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False, run
     elif hint:
         lines.append(f"No fixes available ({hint}).")
     return lines + unchecked
-
-
-def describe(summary: dict[str, Any]) -> str:
-    from cglint.runtime.session import describe as words
-
-    return words(summary)
 
 
 def _frame(d: Diagnostic, lines: list[str], style: Style) -> list[str]:

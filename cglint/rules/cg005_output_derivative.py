@@ -8,8 +8,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite, ModuleModel, Param, Scope, argument, tf_op_name
-from cglint.model.evaluate import derivative_at_output
-from cglint.model.vjp import output_read_for_input
+from cglint.samples import derivative_at_output, output_read_for_input
 from cglint.rules._fixes import fresh_name, insert_before, parenthesized, single_binding, sole_statement_line
 from cglint.rules.base import Invalid, Rule
 

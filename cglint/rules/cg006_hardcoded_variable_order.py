@@ -6,7 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
-from cglint.model.order import gradients_by_position
+from cglint.samples import gradients_by_position
 from cglint.rules._fixes import keyed_variable_gradients
 from cglint.rules.base import Invalid, Rule
 

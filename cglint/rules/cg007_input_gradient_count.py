@@ -3,7 +3,6 @@
 from typing import Iterator
 
 import libcst as cst
-import libcst.matchers as m
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
@@ -404,8 +403,7 @@ def pair_product(xs):
         star = site.forward.params.star_arg
         if site.inputs or not isinstance(star, cst.Param):
             return
-        uses = [n for n in m.findall(site.forward.body, m.Name(star.name.value))]
-        picked = m.findall(site.forward.body, m.Subscript(value=m.Name(star.name.value)))
+        uses, picked = site.model.uses_of(site.forward.body, star.name.value)
         if len(uses) <= len(picked):
             return  # only `args[0]`-style picks: it may be meant for one input
         for grad in site.grad_fns:

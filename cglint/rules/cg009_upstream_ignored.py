@@ -6,7 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite, is_no_gradient
-from cglint.model.upstream import not_linear_in_upstream
+from cglint.samples import not_linear_in_upstream
 from cglint.rules.base import Invalid, Rule
 
 

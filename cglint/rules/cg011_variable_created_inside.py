@@ -189,16 +189,6 @@ def _guarded(model, node, stop, attr: str) -> bool:
 
     while node is not None and node is not stop:
         node = model.parent(node)
-        if isinstance(node, cst.If):
-            for n in _walk(node.test):
-                if isinstance(n, cst.Attribute) and n.attr.value == attr:
-                    return True
-                if isinstance(n, cst.SimpleString) and n.evaluated_value == attr:
-                    return True
+        if isinstance(node, cst.If) and model.mentions_attribute(node.test, attr):
+            return True
     return False
-
-
-def _walk(node):
-    yield node
-    for child in node.children:
-        yield from _walk(child)

@@ -6,7 +6,6 @@ from typing import Iterator
 
 import libcst as cst
 
-from cglint.cstwalk import nodes
 from cglint.diagnostics import Finding, Fix
 from cglint.model import GradientSite, Scope
 from cglint.rules.base import Invalid, Rule
@@ -518,15 +517,7 @@ def _is_name_of_attr(expr: cst.BaseExpression) -> bool:
 
 def _looks_up_by_name(site: GradientSite) -> bool:
     """A grad fn that looks entries up by a name (`table[v.name]`, `table.get(v.name)`)."""
-    for g in site.grad_fns:
-        for node in nodes(g.node):
-            if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-                if _is_name_of(node.slice[0].slice.value):
-                    return True
-            elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get"
-                  and node.args and _is_name_of(node.args[0].value)):
-                return True
-    return False
+    return any(site.model.looks_up_by_attribute(g.node, "name") for g in site.grad_fns)
 
 
 _KERAS_NAMES = {"name": "'w'", "path": "'layer/w'"}

@@ -6,7 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
-from cglint.model.shapes import gradient_shape_mismatch
+from cglint.samples import gradient_shape_mismatch
 from cglint.rules.base import Invalid, Rule
 
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
-from cglint.model.gradvalue import gradient_value_mismatch
+from cglint.samples import gradient_value_mismatch
 from cglint.rules import rule
 from cglint.rules.base import Invalid, Rule
 

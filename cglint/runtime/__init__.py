@@ -5,7 +5,7 @@ parent side of the runner (`cglint.runtime.runner`, which only spawns child proc
 static linter never pay for it.
 """
 
-from .report import ArgResult, GradientReport
+from cglint.gradcheck.report import ArgResult, GradientReport
 
 __all__ = ["check_gradient", "assert_gradient_matches", "forward_runs", "GradientReport",
            "ArgResult"]
@@ -15,7 +15,7 @@ _LAZY = {"check_gradient", "assert_gradient_matches", "forward_runs"}
 
 def __getattr__(name):
     if name in _LAZY:
-        from . import check
+        from cglint.gradcheck import check
 
         return getattr(check, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from .lookup import lookup
-from .report import GradientReport
+from cglint.gradcheck.report import GradientReport
 
 
 def skipped(detail: str, seed: int) -> dict:
@@ -117,9 +117,9 @@ def _functions_in_traceback(exc: BaseException, path: str) -> list[int]:
 
 def _message(exc: BaseException) -> str:
     """TensorFlow's message on one line, variable reprs shortened to their names."""
-    from .check import _first_line
+    from cglint.gradcheck.report import first_line
 
-    return _first_line(exc, limit=300)
+    return first_line(exc, limit=300)
 
 
 def import_by_path(path: str):
@@ -167,7 +167,7 @@ def _load_shadowed_stdlib(root: Path) -> None:
 
 
 def _params(fn) -> list[str]:
-    from .check import resolve
+    from cglint.gradcheck.check import resolve
 
     forward, _ = resolve(fn)
     try:
@@ -189,7 +189,7 @@ def _positional(fn) -> list[inspect.Parameter] | None:
 def _passed(fn, request: dict) -> int | None:
     """How many positional inputs to pass: parameters with defaults are passed only as far as the
     module's callers do (`request["arity"]`) or a call site's known value needs; None for all."""
-    from .check import resolve
+    from cglint.gradcheck.check import resolve
 
     params = _positional(resolve(fn)[0])
     if params is None:
@@ -202,7 +202,7 @@ def _passed(fn, request: dict) -> int | None:
 
 
 def check_one(module, source: str, request: dict, seed: int) -> dict:
-    from .check import check_gradient, forward_failure, no_inputs_report
+    from cglint.gradcheck.check import check_gradient, forward_failure, no_inputs_report
     from .spec import SpecError, build_inputs, candidate_specs, first_inputs, parse_spec
 
     name = request["function"]

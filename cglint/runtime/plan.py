@@ -52,20 +52,15 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
     registered = _registered_gradients(model, result, everything)
     if not model.sites and not registered:
         return []
-    positions = model.positions
     lines = result.source.splitlines()
     shapes = _module_shapes(model)
     planned = registered
     for site in model.sites:
-        span = positions[site.forward]
-        start, end = span.start.line, span.end.line
-        if isinstance(site.forward, cst.FunctionDef) and site.forward.decorators:
-            start = positions[site.forward.decorators[0]].start.line
+        start, end, def_line, wrapper_line = site.lines
         mine = [d for d in result.diagnostics
-                if start <= _module_line(result, d) <= end or _module_line(result, d) == positions[site.wrapper].start.line]
+                if start <= _module_line(result, d) <= end or _module_line(result, d) == wrapper_line]
         if not mine and not everything:
             continue
-        def_line = positions[site.anchor].start.line
         comments = _comments_above(lines, start) + lines[start:def_line]
         request: dict = {"function": "", "line": start, "shapes": shapes}
         example = next((m.group("spec") for c in comments if (m := _EXAMPLE.search(c))), None)

@@ -20,8 +20,8 @@ import inspect
 import numpy as np
 import tensorflow as tf
 
-from .check import check_gradient, forward_failure, no_inputs_report
-from .report import GradientReport
+from cglint.gradcheck.check import check_gradient, forward_failure, no_inputs_report
+from cglint.gradcheck.report import GradientReport
 
 _FLOATS = {tf.float16.as_datatype_enum, tf.bfloat16.as_datatype_enum, tf.float32.as_datatype_enum,
            tf.float64.as_datatype_enum}

@@ -15,7 +15,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .report import GradientReport
+from cglint.gradcheck.report import GradientReport
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []

@@ -13,20 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from cglint.diagnostics import FileResult
+from cglint.gradcheck.report import GradientReport, next_step
+from cglint.gradcheck.symptoms import shows
 from cglint.runtime.plan import Planned, plan_file
-from cglint.runtime.report import GradientReport, next_step
 from cglint.runtime.runner import run_module_checks, stop_all
-from cglint.runtime.symptoms import shows
 
-# What a verdict means for a static finding, in the words the text output uses.
-VERDICT_WORDS = {
-    "mismatch": "confirmed",
-    "error": "confirmed",
-    "match": "not confirmed",
-    "intentional": "intentional",
-    "skipped": "not checked",
-}
-FAILING = frozenset({"mismatch", "error"})
 _SUMMARY_KEYS = ("verdict", "reference", "max_rel_error", "detail")
 
 
@@ -138,11 +129,6 @@ def _attribute_import_failure(pairs: list[tuple[Planned, dict]]) -> list[tuple[P
     return [(p, {**error, "seed": v.get("seed")} if id(p) in blamed else v) for p, v in pairs]
 
 
-def describe(summary: dict) -> str:
-    """`confirmed: d/dx off by 110% vs autodiff`, `not confirmed: matches autodiff to 3e-7`."""
-    return f"{VERDICT_WORDS.get(summary['verdict'], summary['verdict'])}: {summary.get('detail') or summary['verdict']}"
-
-
 class ModuleProgress:
     """Progress per module on stderr (rich): done/total, the module(s) being checked, elapsed
     time. Only made for an interactive terminal (`terminal_progress`); CI logs and pipes get
@@ -154,7 +140,13 @@ class ModuleProgress:
 
     def start(self, total: int) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         console = Console(file=self.stream, force_terminal=True)
         self.bar = Progress(TextColumn("runtime"), BarColumn(), MofNCompleteColumn(), TextColumn("modules"),

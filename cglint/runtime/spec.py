@@ -27,6 +27,15 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from cglint.gradcheck.domain import (
+    PER_FEATURE_NAMES,
+    POSITIVE_HIGH,
+    POSITIVE_LOW,
+    name_parts,
+    positive_domain,
+    scalar_name,
+)
+
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "bool")
 CONSTRUCTORS = {
     "normal": {"mean": 0.0, "stddev": 1.0},
@@ -316,34 +325,6 @@ def module_shapes(source: str) -> list[tuple]:
     return shapes
 
 
-# Parameters whose values must be positive: a negative clipping norm or temperature gives NaN or
-# nonsense, which would then be reported as the custom gradient's fault.
-POSITIVE_NAMES = {"norm", "scale", "eps", "epsilon", "temperature", "temp", "sigma", "std",
-                  "stddev", "limit", "clip", "threshold", "tau", "alpha", "beta", "gamma",
-                  "concentration", "variance", "precision", "kappa"}
-# Parameters that are typically per-feature weights: probed as (k,) against an (n, k) batch,
-# where a grad fn that collapses or over-reduces their gradient shows (tensorflow#127690).
-PER_FEATURE_NAMES = {"beta", "gamma", "alpha", "scale", "bias", "gain", "shift", "offset",
-                     "slope", "weight"}
-# Of the positive ones, those that are almost always scalars (a clipping norm, an epsilon).
-SCALAR_NAMES = {"norm", "eps", "epsilon", "temperature", "temp", "limit", "clip", "threshold",
-                "tau"}
-_POSITIVE_LOW, _POSITIVE_HIGH = 0.5, 1.5
-
-
-def _name_parts(name: str) -> set[str]:
-    return {p for p in name.lower().split("_") if p}
-
-
-def positive_domain(name: str) -> bool:
-    """`clip_norm`, `temperature`, `eps`, `sigma`...: probed with positive values."""
-    return bool(_name_parts(name) & POSITIVE_NAMES) and not name.lower().startswith("log")
-
-
-def _scalar_name(name: str) -> bool:
-    return bool(_name_parts(name) & SCALAR_NAMES)
-
-
 def _find_def(tree, qualname: str):
     """The def of `qualname`, or the lambda a module-level name is bound to through the call
     form (`pair = tf.custom_gradient(lambda a, b: ...)`, wrappers around it included)."""
@@ -471,8 +452,8 @@ def _one(name: str, shape: tuple, hint: str | None, role: object = None) -> str:
         return "{" + ", ".join(f"{k!r}: {_one(k, shape, None)}" for k in role) + "}"
     dims = ", ".join(str(d) for d in shape)
     if positive_domain(name):
-        dims = "" if _scalar_name(name) else dims
-        return f"uniform({dims + ', ' if dims else ''}low={_POSITIVE_LOW}, high={_POSITIVE_HIGH})"
+        dims = "" if scalar_name(name) else dims
+        return f"uniform({dims + ', ' if dims else ''}low={POSITIVE_LOW}, high={POSITIVE_HIGH})"
     return f"normal({dims})"
 
 
@@ -520,7 +501,7 @@ def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
 
     specs = [spec([s] * nparams) for s in one]
     free = [i for i in range(nparams) if i not in hints]
-    if len(free) > 1 and any(_name_parts(names[i]) & PER_FEATURE_NAMES for i in free[1:]):
+    if len(free) > 1 and any(name_parts(names[i]) & PER_FEATURE_NAMES for i in free[1:]):
         # A batch for the first free input and per-feature parameters for the others.
         ks = list(dict.fromkeys([s[-1] for s in shapes if len(s) == 1] + [3]))
         mixed = [spec([(4, k) if i == free[0] else (k,) for i in range(nparams)]) for k in ks]

@@ -14,7 +14,7 @@ program sees of its functions is unchanged.
 What it does there:
 
 - eager call: the first `calls` calls per function and input signature are checked with
-  `cglint.runtime.check.check_gradient` on the real inputs (the variables are the real ones the
+  `cglint.gradcheck.check.check_gradient` on the real inputs (the variables are the real ones the
   forward reads), before the real call proceeds;
 - symbolic call (inside `tf.function`, `model.fit`, Keras symbolic building): the signature is
   recorded; a later eager call of a compatible signature checks it, else it is checked at exit
@@ -60,7 +60,7 @@ def message_of(exc: BaseException, limit: int = 300) -> str:
     """TensorFlow's message, one line: `TypeError: @tf.custom_gradient grad_fn must ...`.
     Errors raised while tracing a tf.function read "in user code: <frames> ... <message>":
     the message is the last line then."""
-    from cglint.runtime.report import exception_text
+    from cglint.gradcheck.report import exception_text
 
     text = exception_text(exc)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -606,17 +606,17 @@ def _within_budget(args, budget: int):
 
 
 def _import_check():
-    """`cglint.runtime.check.check_gradient`, imported from cglint's own directory (named by
+    """`cglint.gradcheck.check.check_gradient`, imported from cglint's own directory (named by
     `cglint trace` in CGLINT_TRACE_PKG) when the program's environment has no cglint."""
     try:
-        from cglint.runtime.check import check_gradient
+        from cglint.gradcheck.check import check_gradient
     except ImportError:
         root = os.environ.get("CGLINT_TRACE_PKG")
         if not root:
             raise
         sys.path.insert(0, root)
         try:
-            from cglint.runtime.check import check_gradient
+            from cglint.gradcheck.check import check_gradient
         finally:
             sys.path.remove(root)
     return check_gradient

@@ -16,7 +16,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cglint.runtime.symptoms import shows
+from cglint.gradcheck.report import FAILING
+from cglint.gradcheck.symptoms import shows
 
 _RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
 _SUMMARY_KEYS = ("verdict", "reference", "max_rel_error", "detail")
@@ -159,7 +160,7 @@ def build(functions: list[Function], settings=None, cwd: Path | None = None):
                 results[display] = result
         verdict = verdict_of(fn)
         if verdict.get("verdict") == "skipped":  # say what would check it
-            from cglint.runtime.report import next_step
+            from cglint.gradcheck.report import next_step
 
             verdict = {**verdict, "detail": next_step(verdict.get("detail") or "", "trace", display)}
         line, name = fn.firstlineno, fn.qualname
@@ -182,25 +183,18 @@ def _site_span(result, firstlineno: int):
     model = getattr(result, "model", None)
     if model is None or not model.sites:
         return None
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
-    positions = MetadataWrapper(model.module, unsafe_skip_copy=True).resolve(PositionProvider)
     best = None
     for site in model.sites:
-        span = positions[site.forward]
-        start, end = span.start.line, span.end.line
-        if isinstance(site.forward, cst.FunctionDef) and site.forward.decorators:
-            start = positions[site.forward.decorators[0]].start.line
-        if start == firstlineno or positions[site.anchor].start.line == firstlineno:
-            return start, end, positions[site.anchor].start.line, positions[site.wrapper].start.line
+        start, end, def_line, wrapper_line = site.lines
+        if start == firstlineno or def_line == firstlineno:
+            return start, end, def_line, wrapper_line
         if start <= firstlineno <= end and (best is None or end - start < best[1] - best[0]):
-            best = (start, end, positions[site.anchor].start.line, positions[site.wrapper].start.line)
+            best = (start, end, def_line, wrapper_line)
     return best
 
 
 def failing(runtime: list[dict]) -> bool:
-    return any(r["verdict"] in ("mismatch", "error") for r in runtime)
+    return any(r["verdict"] in FAILING for r in runtime)
 
 
 def summary_line(runtime: list[dict], exit_status: int | None = None) -> str:

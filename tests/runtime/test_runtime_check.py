@@ -576,7 +576,7 @@ def test_an_unstable_gradient_is_caught_by_the_float64_reference_only():
 
 
 def test_a_forward_that_fails_the_same_way_on_every_input_is_an_error_not_skipped():
-    from cglint.runtime.check import forward_failure, no_inputs_report
+    from cglint.gradcheck.check import forward_failure, no_inputs_report
 
     @tf.custom_gradient
     def wrong_constant(x):

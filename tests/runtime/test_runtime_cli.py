@@ -30,7 +30,7 @@ def test_seed_fixtures_get_verdicts_attached_to_their_findings():
     # A finding in a checked function carries its function's verdict when the verdict shows the
     # finding's own symptom (the seed's error is TensorFlow's `variables` TypeError: it confirms
     # CG004, not the output derivative of CG005).
-    from cglint.runtime.symptoms import shows
+    from cglint.gradcheck.symptoms import shows
 
     carried = {(d["path"], d["code"]) for d in out["diagnostics"] if d.get("runtime")}
     for d in out["diagnostics"]:

@@ -1,4 +1,4 @@
-"""Functions the evaluator (`cglint.model.evaluate`) follows into: the module's defs with several
+"""Functions the evaluator (`cglint.samples.evaluate`) follows into: the module's defs with several
 statements (local assignments, tuple unpacking, `if` on evaluable conditions, several returns),
 nested defs and lambdas with their closures, Python `for` loops and `tf.while_loop`, run one
 statement at a time on sample values. The user's code is still read, never run.

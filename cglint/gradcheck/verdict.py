@@ -1,6 +1,6 @@
 """Deciding a runtime verdict from measured gradients. Pure NumPy: no TensorFlow here.
 
-`cglint.runtime.check` runs TensorFlow and measures, per input and per variable, the custom
+`cglint.gradcheck.check` runs TensorFlow and measures, per input and per variable, the custom
 vector-Jacobian product and autodiff's for the same upstream gradients (plus a zero upstream, a
 repeated call and calls with `variables` permuted). `decide` turns those numbers into a
 `GradientReport`. The few measurements that cost extra passes and are needed only to explain a

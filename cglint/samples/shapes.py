@@ -1,5 +1,5 @@
 """A grad fn judged by the shapes of the gradients it returns, at the sample shapes the forward
-takes (`cglint.model.vjp`'s samples); anything Unknown claims nothing."""
+takes (`cglint.samples.vjp`'s samples); anything Unknown claims nothing."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from cglint.model.evaluate import Evaluator
-from cglint.model.interpret import unwrap
+from cglint.samples.evaluate import Evaluator
+from cglint.samples.interpret import unwrap
 from cglint.model.scopes import Param
-from cglint.model.vjp import _MATHS_ERRORS, Unknown, _Check, _Skip
+from cglint.samples.vjp import MATHS_ERRORS, Unknown, Check, Skip
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -42,15 +42,15 @@ def gradient_shape_mismatch(model: ModuleModel, site: GradientSite) -> ShapeMism
     in swish), as a scalar, where a gradient summed over every axis is right. The output's
     shape is the same at each. Nothing where the grad fn or the forward does not evaluate."""
     try:
-        check = _Check(model, site, reads_output=False)
-    except (Unknown, _Skip):
+        check = Check(model, site, reads_output=False)
+    except (Unknown, Skip):
         return None
     if check.dy is None or check.free:
         return None
     import numpy as np
 
     check.np, check.extra = np, {}
-    check._layout()
+    check.lay_out()
     if any(k is not None for k in check.layout):
         return None
     scalars = [i for i in range(len(site.inputs)) if _passed_a_scalar(model, site, i)]
@@ -59,34 +59,34 @@ def gradient_shape_mismatch(model: ModuleModel, site: GradientSite) -> ShapeMism
             check.rng = np.random.default_rng(0)
             try:
                 return _mismatch(check, scalars)
-            except (Unknown, _Skip, *_MATHS_ERRORS):
+            except (Unknown, Skip, *MATHS_ERRORS):
                 continue
     return None
 
 
-def _mismatch(check: _Check, scalars: list[int]) -> ShapeMismatch | None:
+def _mismatch(check: Check, scalars: list[int]) -> ShapeMismatch | None:
     np = check.np
-    check.var_shapes = [check._var_shape(v) for v in check.site.variables]
+    check.var_shapes = [check.var_shape(v) for v in check.site.variables]
     n = check.input_slots
     full = (4, 3)  # not square: a reduction over the wrong axis changes the shape
     try:
-        check._forward([check._sample(full) for _ in range(n)] + [check._sample(s) for s in check.var_shapes], {})
-    except _MATHS_ERRORS:
-        full = check._x_shape()
+        check.forward([check.sample(full) for _ in range(n)] + [check.sample(s) for s in check.var_shapes], {})
+    except MATHS_ERRORS:
+        full = check.x_shape()
     configs = [[full[1:] if j == i else full for j in range(n)] for i in range(n)] if n > 1 and full else []
     configs += [[() if j == i else full for j in range(n)] for i in scalars] if n > 1 and full else []
     base_y, runs, found = None, 0, {}
     for shapes in [[full] * n, *configs]:
-        flat = [check._sample(s) for s in shapes] + [check._sample(s) for s in check.var_shapes]
+        flat = [check.sample(s) for s in shapes] + [check.sample(s) for s in check.var_shapes]
         try:
-            y = check._forward(flat, {}, record=True)
-        except _MATHS_ERRORS:
+            y = check.forward(flat, {}, record=True)
+        except MATHS_ERRORS:
             continue  # the forward takes no input of this shape
         base_y = y.shape if base_y is None else base_y
         if y.shape != base_y:
             continue  # the input does not broadcast into the output here
         runs += 1
-        grads = check._grads(flat, check._sample(y.shape), {})
+        grads = check.grads(flat, check.sample(y.shape), {})
         named = dict(zip(check.slots, (tuple(np.shape(a)) for a in flat)))
         for slot, g in enumerate(grads):
             # Reduced (fewer elements than the output) to another shape than the input's. A
@@ -117,7 +117,7 @@ def _passed_a_scalar(model: ModuleModel, site: GradientSite, index: int) -> bool
         try:
             if np.ndim(unwrap(Evaluator(model, {}).value(args[index].value, scope))) > 0:
                 return False
-        except (Unknown, *_MATHS_ERRORS):
+        except (Unknown, *MATHS_ERRORS):
             pass
         scalar = scalar or _scalar(model, args[index].value, scope, 0)
     return scalar

@@ -1,5 +1,5 @@
 """The project's own NumPy versions of TensorFlow / Keras ops, for evaluating a forward's and a
-grad fn's maths on small sample arrays (`cglint.model.evaluate`). Never TensorFlow, never the
+grad fn's maths on small sample arrays (`cglint.samples.evaluate`). Never TensorFlow, never the
 user's code. Each op takes TensorFlow's (or Keras's) parameter names, so keyword calls bind as
 they do there; a call these do not accept raises TypeError, which the evaluator reads as Unknown.
 """

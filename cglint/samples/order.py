@@ -1,19 +1,19 @@
 """A grad fn judged by how its variable gradients follow `variables`: TensorFlow pairs the
 returned list with `variables` entry by entry, in an order that changes from process to
 process, so each entry must be the gradient of the variable at that position, whatever the
-order. The grad fn is evaluated (`cglint.model.vjp`'s samples) with `variables` in its order
+order. The grad fn is evaluated (`cglint.samples.vjp`'s samples) with `variables` in its order
 and reversed; anything Unknown claims nothing."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cglint.model.upstream import every_world
+from cglint.samples.upstream import every_world
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
     from cglint.model.sites import GradientSite
-    from cglint.model.vjp import _Check
+    from cglint.samples.vjp import Check
 
 
 def gradients_by_position(model: ModuleModel, site: GradientSite) -> list[str] | None:
@@ -26,10 +26,10 @@ def gradients_by_position(model: ModuleModel, site: GradientSite) -> list[str] |
     return every_world(model, site, lambda check: (_by_position(check),))[0]
 
 
-def _by_position(check: _Check) -> set[int]:
+def _by_position(check: Check) -> set[int]:
     np = check.np
     n, k = check.input_slots, len(check.site.variables)
-    x_shape = check._x_shape()
+    x_shape = check.x_shape()
     order = list(range(k))[::-1]
 
     def same(a, b) -> bool:
@@ -37,9 +37,9 @@ def _by_position(check: _Check) -> set[int]:
 
     found: set[int] | None = None
     for _ in range(3):
-        flat = [check._sample(x_shape) for _ in range(n)] + [check._sample(s) for s in check.var_shapes]
-        dy = check._sample(check._forward(flat, {}, record=True).shape)
-        ahead, behind = (check._grads(flat, dy, {}, o)[n:] for o in (list(range(k)), order))
+        flat = [check.sample(x_shape) for _ in range(n)] + [check.sample(s) for s in check.var_shapes]
+        dy = check.sample(check.forward(flat, {}, record=True).shape)
+        ahead, behind = (check.grads(flat, dy, {}, o)[n:] for o in (list(range(k)), order))
         if len(ahead) != k or len(behind) != k or any(g is None for g in [*ahead, *behind]):
             return set()
         moved = [i for i in range(k) if not same(ahead[order[i]], ahead[i])]

@@ -1,13 +1,13 @@
 """A grad fn judged by how its gradients depend on the upstream: a vector-Jacobian product is
 linear in it, so each gradient is zero for a zero upstream and scales with it. Evaluated with
-`cglint.model.vjp`'s samples; anything Unknown claims nothing."""
+`cglint.samples.vjp`'s samples; anything Unknown claims nothing."""
 
 from __future__ import annotations
 
 from itertools import product
 from typing import TYPE_CHECKING, Callable
 
-from cglint.model.vjp import _MATHS_ERRORS, _POINTS, Unknown, _Check, _Skip
+from cglint.samples.vjp import MATHS_ERRORS, POINTS, Unknown, Check, Skip
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -31,20 +31,20 @@ def not_linear_in_upstream(model: ModuleModel, site: GradientSite) -> tuple[list
     return zero, scaling
 
 
-def every_world(model: ModuleModel, site: GradientSite, test: Callable[[_Check], tuple[set[int], ...]],
+def every_world(model: ModuleModel, site: GradientSite, test: Callable[[Check], tuple[set[int], ...]],
                 parts: int = 1, any_output: bool = False) -> list[list[str] | None]:
     """For each of the `parts` sets of slots `test` gives: the slots in it in every world where
     the grad fn evaluates (None where one world has none)."""
     try:
-        check = _Check(model, site, reads_output=False, any_output=any_output)
-    except (Unknown, _Skip):
+        check = Check(model, site, reads_output=False, any_output=any_output)
+    except (Unknown, Skip):
         return [None] * parts
     if check.dy is None or len(check.free) > 2:
         return [None] * parts
     import numpy as np
 
     check.np = np
-    check._layout()
+    check.lay_out()
     found: list[set[int] | None] = [None] * parts
     with np.errstate(all="ignore"):
         for check.positive in (False, True):
@@ -52,9 +52,9 @@ def every_world(model: ModuleModel, site: GradientSite, test: Callable[[_Check],
                 check.extra = {id(p): v for p, v in zip(check.free, values)}
                 check.rng = np.random.default_rng(0)
                 try:
-                    check.var_shapes = [check._var_shape(v) for v in site.variables]
+                    check.var_shapes = [check.var_shape(v) for v in site.variables]
                     bad = test(check)
-                except (Unknown, _Skip, *_MATHS_ERRORS):
+                except (Unknown, Skip, *MATHS_ERRORS):
                     continue  # not evaluable here
                 found = [b if f is None else f & b for f, b in zip(found, bad)]
                 if not any(found):
@@ -62,23 +62,23 @@ def every_world(model: ModuleModel, site: GradientSite, test: Callable[[_Check],
     return [[check.slots[i] for i in sorted(f)] if f else None for f in found]
 
 
-def _not_linear(check: _Check) -> tuple[set[int], set[int]]:
+def _not_linear(check: Check) -> tuple[set[int], set[int]]:
     """The slots whose gradient is nonzero for a zero upstream at some sample point; those whose
     gradient does not scale with a small upstream at every sample point."""
     np = check.np
-    x_shape = check._x_shape()
+    x_shape = check.x_shape()
     zero: set[int] = set()
     scaling: set[int] | None = None
-    for _ in range(_POINTS):
-        flat = [check._sample(x_shape) for _ in range(check.input_slots)] + [check._sample(s) for s in check.var_shapes]
-        y = check._forward(flat, {}, record=True)
-        dy = _SMALL * check._sample(y.shape)
+    for _ in range(POINTS):
+        flat = [check.sample(x_shape) for _ in range(check.input_slots)] + [check.sample(s) for s in check.var_shapes]
+        y = check.forward(flat, {}, record=True)
+        dy = _SMALL * check.sample(y.shape)
         # Scaling is asked while it holds at every point so far (linear code stops at the first).
         upstreams = (np.zeros(y.shape), *((dy, _SCALE * dy) if scaling is None or scaling else ()))
-        at_zero, *rest = ([np.asarray(0.0 if g is None else g, dtype=float) for g in check._grads(flat, u, {})]
+        at_zero, *rest = ([np.asarray(0.0 if g is None else g, dtype=float) for g in check.grads(flat, u, {})]
                           for u in upstreams)
         if not all(np.all(np.isfinite(g)) for grads in (at_zero, *rest) for g in grads):
-            raise _Skip  # a gradient not finite is not judged
+            raise Skip  # a gradient not finite is not judged
         zero |= {i for i, g in enumerate(at_zero) if np.any(g != 0.0)}
         if rest:
             one, scaled = rest

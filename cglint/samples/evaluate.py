@@ -1,10 +1,10 @@
 """Evaluation: a forward's and its grad fn's maths, computed at sample points, so a derivative
 can be judged by its values instead of by its spelling.
 
-Only the project's own NumPy versions of TensorFlow / Keras ops (`cglint.model.arrays`), Python
+Only the project's own NumPy versions of TensorFlow / Keras ops (`cglint.samples.arrays`), Python
 arithmetic, literals, tuples, dicts, one-loop list comprehensions, variables (by identity, with
 sample values the caller gives) and the module's functions, lambdas and bounded loops
-(`cglint.model.interpret`) are evaluated; the user's code is read, never run. An expression
+(`cglint.samples.interpret`) are evaluated; the user's code is read, never run. An expression
 holding anything else (a call the table does not know, a name bound under conditions the caller
 did not pick) cannot be evaluated: `Unknown`, and nothing is claimed about it.
 """
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import libcst as cst
 
-from cglint.model.interpret import Function, Instance, Interpreter, Unknown, Var, unwrap
+from cglint.samples.interpret import Function, Instance, Interpreter, Unknown, Var, unwrap
 from cglint.model.ops import tf_op_name
-from cglint.model.scopes import Param, Scope, Unpacked, _is_self, _is_staticmethod
+from cglint.model.scopes import Param, Scope, Unpacked, is_self, is_staticmethod
 
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
@@ -28,7 +28,7 @@ def _bounded(op: Callable) -> Callable:
     """`op` on operands whose result stays small: the module's constants choose the sizes
     (`[0] * 10**9`, `10 ** 10**8`, two long vectors broadcast), and nothing larger is built."""
     def run(a, b):
-        from cglint.model import arrays
+        from cglint.samples import arrays
 
         if isinstance(a, (list, tuple, str)) or isinstance(b, (list, tuple, str)):
             n = b if isinstance(b, int) else a if isinstance(a, int) else 1
@@ -94,7 +94,7 @@ class Evaluator(Interpreter):
                  variables: dict[int, Var] | None = None, swap: dict[int, str] | None = None,
                  frozen: dict[int, Any] | None = None, record: bool = False,
                  straight_through: bool = False, budget: list[int] | None = None) -> None:
-        from cglint.model import arrays  # NumPy only once maths is evaluated
+        from cglint.samples import arrays  # NumPy only once maths is evaluated
 
         self.ops, self.np = arrays, arrays.np
         self.model, self.env = model, env
@@ -315,11 +315,11 @@ class Evaluator(Interpreter):
         if isinstance(call.func, cst.Name) and isinstance(self.locals.get(call.func.value), Function):
             return self.locals[call.func.value]
         cls = scope.enclosing_class()
-        if isinstance(call.func, cst.Attribute) and _is_self(call.func.value) and cls is not None:
+        if isinstance(call.func, cst.Attribute) and is_self(call.func.value) and cls is not None:
             # `self._helper(x)`: the class's one def of that name, its `self` an Instance
             defs = cls.bindings.get(call.func.attr.value, [])
             if len(defs) == 1 and isinstance(defs[0], cst.FunctionDef) and defs[0] in self.model.scope_of:
-                static = _is_staticmethod(defs[0])
+                static = is_staticmethod(defs[0])
                 return Function(defs[0], self.model.scope_of[defs[0]], {}, () if static else (Instance(),))
         helper = self.model.helper(call.func, scope)
         if helper is None:

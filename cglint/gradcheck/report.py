@@ -7,6 +7,16 @@ import re
 from dataclasses import dataclass, field
 
 VERDICTS = ("match", "mismatch", "intentional", "error", "skipped")
+REFERENCES = ("autodiff", "float64-autodiff", "finite-differences")
+# What a runtime verdict says of the static finding it checked.
+VERDICT_WORDS = {
+    "mismatch": "confirmed",
+    "error": "confirmed",
+    "match": "not confirmed",
+    "intentional": "intentional",
+    "skipped": "not checked",
+}
+FAILING = frozenset({"mismatch", "error"})  # a run with one of these exits 1
 _VAR_REPR = re.compile(r"<tf\.Variable '([^']*)'.*?>", re.DOTALL)
 
 
@@ -15,7 +25,15 @@ def exception_text(exc: BaseException) -> str:
     multi-line array), without object addresses (they change from run to run)."""
     text = _VAR_REPR.sub(lambda m: repr(m.group(1)), str(exc))
     return re.sub(r" at 0x[0-9a-f]+>", ">", text)
-REFERENCES = ("autodiff", "float64-autodiff", "finite-differences")
+
+
+def first_line(exc: BaseException, limit: int = 240) -> str:
+    """The exception as one line, `Type: first line of its message`, at most `limit` characters."""
+    text = exception_text(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    text = lines[0] if lines else ""
+    msg = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
 
 
 def _finite_or_none(x: float | None) -> float | None:
@@ -131,3 +149,8 @@ def next_step(detail: str, via: str, path: str = "") -> str:
     else:  # no inputs could be built, inconclusive, nothing to differentiate, ...
         hint = f"{EXAMPLE_IT}, or {TRACE_IT}"
     return f"{text}; to check it: {hint}"
+
+
+def describe(summary: dict) -> str:
+    """`confirmed: d/dx off by 110% vs autodiff`, `not confirmed: matches autodiff to 3e-7`."""
+    return f"{VERDICT_WORDS.get(summary['verdict'], summary['verdict'])}: {summary.get('detail') or summary['verdict']}"

@@ -2,7 +2,7 @@
 
 TensorFlow's contract: each gradient a grad fn returns is the forward's VJP with the upstream,
 for its own input or variable, at the point the forward ran. Both are evaluated
-(`cglint.model.evaluate`: the project's NumPy ops, never the user's code) at a few sample
+(`cglint.samples.evaluate`: the project's NumPy ops, never the user's code) at a few sample
 points: the VJP by float64 central differences along random directions, the grad fn directly.
 `output_read_for_input` says where a grad fn reads the forward's output that reading an input
 (or the output's own operand) instead makes every gradient right, when the gradients as written
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from cglint.cstwalk import Walker
-from cglint.model.evaluate import Evaluator, Unknown, Var
-from cglint.model.interpret import Function
+from cglint.samples.evaluate import Evaluator, Unknown, Var
+from cglint.samples.interpret import Function
 from cglint.model.scopes import Param
 
 if TYPE_CHECKING:
@@ -30,12 +30,12 @@ if TYPE_CHECKING:
     from cglint.model.variables import Variable
 
 _DIM = 3  # every dimension the source does not fix
-_POINTS = 3
+POINTS = 3
 _MAX_READS = 4  # reads of the output tried in every combination
 _MAX_ELEMENTS = 400  # per sample array
 # What NumPy or Python raise on maths they cannot do with these samples (shapes that do not
 # match, a dict read by a key it lacks, ...): that world is not evaluable.
-_MATHS_ERRORS = (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AttributeError)
+MATHS_ERRORS = (ArithmeticError, ValueError, TypeError, IndexError, KeyError, AttributeError)
 
 
 @dataclass
@@ -52,8 +52,8 @@ class OutputRead:
 
 def output_read_for_input(model: ModuleModel, site: GradientSite) -> OutputRead | None:
     try:
-        check = _Check(model, site)
-    except (Unknown, _Skip):
+        check = Check(model, site)
+    except (Unknown, Skip):
         return None
     import numpy as np  # only once a site gets this far
 
@@ -77,11 +77,11 @@ class _StringKeys(Walker):
             keys += [key] if isinstance(key, str) and key not in keys else []
 
 
-class _Skip(Exception):
+class Skip(Exception):
     pass
 
 
-class _Check:
+class Check:
     def __init__(self, model: ModuleModel, site: GradientSite, reads_output: bool = True,
                  any_output: bool = False) -> None:
         self.model, self.site = model, site
@@ -90,31 +90,31 @@ class _Check:
         # whose output is an expression for every check doubled a lint of 6,000 sites.
         if (not isinstance(out, cst.BaseExpression if any_output else cst.Name) or len(site.grad_fns) != 1
                 or site.has_varargs or not site.inputs or any(not v.exact for v in site.variables)):
-            raise _Skip
+            raise Skip
         self.grad = site.grad_fns[0]
         if self.grad.at is not None:
-            raise _Skip  # defined in another module: its names are that module's
+            raise Skip  # defined in another module: its names are that module's
         returns = [r.value for r in self.grad.returns]
         # `grad(dy)`, or Keras's `grad(*args, upstream=None)`: that one is run
         keras_style = self.grad.has_varargs and not self.grad.upstream_params
         if not returns or None in returns or not (len(self.grad.upstream_params) == 1 and not self.grad.has_varargs
                                                   or keras_style):
-            raise _Skip
+            raise Skip
         # One return is read as an expression; several (or names bound under `if`s) are run.
         self.out, self.returned = out, returns[0] if len(returns) == 1 else None
         # The grad fn's reads of the forward's output (the forward's own binding of the name).
         if isinstance(out, cst.Name) and out.value not in site.scope.bindings:
-            raise _Skip
+            raise Skip
         self.reads = [n for s in self.grad.scope.walk() for n in s.reads if n.value == getattr(out, "value", None)
                       and s.lookup(n.value) is not None and s.lookup(n.value)[0] is site.scope]
         if reads_output and not self.reads:
-            raise _Skip
+            raise Skip
         self.inputs = [self._param(site.scope, n) for n in site.inputs]
         self.dy = None if keras_style else self._param(self.grad.scope, self.grad.upstream_params[0])
         vp = self.grad.variables_param
         self.vars_param = self._param(self.grad.scope, vp, required=False) if vp else None
         if site.variables and self.vars_param is None:
-            raise _Skip
+            raise Skip
         self.free, self.extra = self._free_params(), {}
         self.positive = self.straight = self.rounded = False
         self.budget = [0]  # statements run over every evaluation of this site
@@ -132,18 +132,18 @@ class _Check:
     def _param(scope, name: str, required: bool = True) -> Param | None:
         found = next((v for v in scope.bindings.get(name, []) if isinstance(v, Param)), None)
         if found is None and required:
-            raise _Skip
+            raise Skip
         return found
 
     # ---- samples -----------------------------------------------------------------------------
 
-    def _sample(self, shape: tuple) -> np.ndarray:
+    def sample(self, shape: tuple) -> np.ndarray:
         if int(self.np.prod(shape)) > _MAX_ELEMENTS:
-            raise _Skip
+            raise Skip
         mag = self.rng.uniform(0.2, 1.3, size=shape)
         return mag if self.positive else mag * self.rng.choice([-1.0, 1.0], size=shape)
 
-    def _var_shape(self, var: Variable) -> tuple:
+    def var_shape(self, var: Variable) -> tuple:
         """From `shape=` (add_weight, an initializer's call) or the initial value; dimensions
         the source does not fix are `_DIM`."""
         call = var.created_by
@@ -168,11 +168,11 @@ class _Check:
             pass
         if isinstance(init, cst.Call) and init.args and isinstance(init.args[0].value, (cst.List, cst.Tuple)):
             return self._dims(init.args[0].value, scope, ev)
-        raise _Skip
+        raise Skip
 
     def _dims(self, shape: cst.BaseExpression, scope, ev: Evaluator) -> tuple:
         if not isinstance(shape, (cst.List, cst.Tuple)):
-            raise _Skip
+            raise Skip
         dims = []
         for el in shape.elements:
             try:
@@ -204,7 +204,7 @@ class _Check:
             i += 1 if keys is None else len(keys)
         return xs, flat[i:]
 
-    def _forward(self, flat: list, frozen: dict, record: bool = False) -> Any:
+    def forward(self, flat: list, frozen: dict, record: bool = False) -> Any:
         xs, ws = self._pack(flat)
         env = {**self.extra, **{id(p): x for p, x in zip(self.inputs, xs)}}
         variables = {id(v.created_by): Var(w) for v, w in zip(self.site.variables, ws)}
@@ -216,10 +216,10 @@ class _Check:
             raise Unknown("conditional bindings")
         y = self.np.asarray(y.value if isinstance(y, Var) else y)
         if y.dtype == bool or y.dtype == object:
-            raise _Skip
+            raise Skip
         return y
 
-    def _grads(self, flat: list, dy, swap: dict[int, str], order: list[int] | None = None) -> list:
+    def grads(self, flat: list, dy, swap: dict[int, str], order: list[int] | None = None) -> list:
         """The returned gradients, one per slot (None: no gradient); with `order`, `variables`
         holds the variables in that order, and their gradients come as returned."""
         xs, ws = self._pack(flat)
@@ -281,23 +281,23 @@ class _Check:
         """Sample inputs (of `shapes`), variables and upstream, and the VJP's projections on
         random directions, for each input and variable: the slopes of <dy, forward>."""
         np = self.np
-        flat = [self._sample(s) for s in shapes] + [self._sample(s) for s in self.var_shapes]
+        flat = [self.sample(s) for s in shapes] + [self.sample(s) for s in self.var_shapes]
         frozen: dict = {}
-        y = self._forward(flat, frozen, record=True)
+        y = self.forward(flat, frozen, record=True)
         if not np.all(np.isfinite(y)):
             return None
-        dy = self._sample(y.shape)
+        dy = self.sample(y.shape)
         slopes = []
         for slot, base in enumerate(flat):
             per = []
             for _ in range(2):
-                v = self._sample(np.shape(base))
+                v = self.sample(np.shape(base))
                 slope = []
                 for h in (1e-6, 1e-4):
                     ends = []
                     for sign in (1, -1):
                         moved = [a + sign * h * v if i == slot else a for i, a in enumerate(flat)]
-                        ends.append(float(np.sum(dy * self._forward(moved, frozen))))
+                        ends.append(float(np.sum(dy * self.forward(moved, frozen))))
                     slope.append((ends[0] - ends[1]) / (2 * h))
                 if not (np.isfinite(slope[0]) and abs(slope[0] - slope[1]) <= 1e-6 * max(1.0, abs(slope[0]))):
                     return None  # near a pole or a kink: differences say nothing reliable here
@@ -305,17 +305,17 @@ class _Check:
             slopes.append(per)
         return flat, dy, slopes
 
-    def _x_shape(self) -> tuple:
+    def x_shape(self) -> tuple:
         """The first of a few shapes for every input at which the forward evaluates."""
         dims = [_DIM] + [s[0] for s in self.var_shapes if len(s) == 2 and s[0] != _DIM]
         for shape in [*((_DIM, d) for d in dims[:3]), (_DIM,), ()]:
             try:
-                self._forward([self._sample(shape) for _ in range(self.input_slots)]
-                              + [self._sample(s) for s in self.var_shapes], {}, record=True)
+                self.forward([self.sample(shape) for _ in range(self.input_slots)]
+                              + [self.sample(s) for s in self.var_shapes], {}, record=True)
                 return shape
-            except _MATHS_ERRORS:
+            except MATHS_ERRORS:
                 continue
-        raise _Skip
+        raise Skip
 
     def _candidates(self) -> list[tuple[tuple, str]]:
         """(reads of the output, the name read there instead): the inputs and the names the
@@ -339,7 +339,7 @@ class _Check:
         return all(isinstance(b, cst.BaseExpression) or (isinstance(b, Param) and b in self.inputs)
                    for b in found[0].visible(name, None))
 
-    def _layout(self) -> None:
+    def lay_out(self) -> None:
         self.layout = [self._keys(name) for name in self.site.inputs]
         self.input_slots = sum(1 if k is None else len(k) for k in self.layout)
         self.slots = [name if keys is None else f"{name}[{k!r}]" for name, keys in zip(self.site.inputs, self.layout)
@@ -355,7 +355,7 @@ class _Check:
         nothing, the forward's derivative is its straight-through estimator's."""
         if len(self.free) > 2:
             return None
-        self._layout()
+        self.lay_out()
         for self.straight, self.positive in product((False, True), (False, True)):
             if self.straight and not self.rounded:
                 return None
@@ -372,7 +372,7 @@ class _Check:
             self.rng = self.np.random.default_rng(0)
             try:
                 hit = self.run()
-            except (Unknown, _Skip, *_MATHS_ERRORS):
+            except (Unknown, Skip, *MATHS_ERRORS):
                 continue  # not evaluable with these values
             if hit is None or (found is not None and found.instead != hit.instead):
                 return None
@@ -399,8 +399,8 @@ class _Check:
         (N, C)): a gradient reduced over the batch axes is right at that shape alone, and one
         kept at the output's shape (`_unbroadcast(d, y)`) wrong there alone. A read found there
         must also make the gradients right at the first shape."""
-        self.var_shapes = [self._var_shape(v) for v in self.site.variables]
-        x_shape = self._x_shape()
+        self.var_shapes = [self.var_shape(v) for v in self.site.variables]
+        x_shape = self.x_shape()
         n = self.input_slots
         same = [x_shape] * n
         first = self._run_at(same)
@@ -411,21 +411,21 @@ class _Check:
                 found = self._run_at([x_shape[1:] if j == i else x_shape for j in range(n)])
                 if isinstance(found, OutputRead) and (first is False or self._right_with(same, found)):
                     return found
-            except (_Skip, *_MATHS_ERRORS):
+            except (Skip, *MATHS_ERRORS):
                 continue  # the forward takes no input of this shape
         return None
 
     def _right_with(self, shapes: list[tuple], found: OutputRead) -> bool:
         """The gradients match the VJP at every sample point of `shapes` with the read swapped."""
         points = 0
-        for _ in range(3 * _POINTS):
-            point = self._point(shapes) if points < _POINTS else None
+        for _ in range(3 * POINTS):
+            point = self._point(shapes) if points < POINTS else None
             if point is not None:
                 points += 1
-                swapped = self._grads(point[0], point[1], {id(r): found.instead for r in found.reads})
+                swapped = self.grads(point[0], point[1], {id(r): found.instead for r in found.reads})
                 if not all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
                     return False
-        return points == _POINTS
+        return points == POINTS
 
     def _run_at(self, shapes: list[tuple]) -> OutputRead | bool | None:
         """None: right as written; False: wrong, and no read of the output explains it."""
@@ -433,21 +433,21 @@ class _Check:
         wrong_at = 0
         wrong_slot = None
         points = 0
-        for _ in range(3 * _POINTS):
-            if points == _POINTS:
+        for _ in range(3 * POINTS):
+            if points == POINTS:
                 break
             try:
                 point = self._point(shapes)
-            except _MATHS_ERRORS:
-                raise _Skip from None
+            except MATHS_ERRORS:
+                raise Skip from None
             if point is None:
                 continue
             points += 1
             flat, dy, _ = point
             try:
-                actual = self._grads(flat, dy, {})
+                actual = self.grads(flat, dy, {})
                 bad = [i for i, g in enumerate(actual) if not self._agrees(g, i, point)]
-            except _MATHS_ERRORS:
+            except MATHS_ERRORS:
                 bad = [0]
             if bad:
                 wrong_at += 1
@@ -457,17 +457,17 @@ class _Check:
             kept = []
             for reads, name in candidates if candidates is not None else self._candidates():
                 try:
-                    swapped = self._grads(flat, dy, {id(r): name for r in reads})
+                    swapped = self.grads(flat, dy, {id(r): name for r in reads})
                     if all(self._agrees(g, i, point) for i, g in enumerate(swapped)):
                         kept.append((reads, name))
-                except (Unknown, *_MATHS_ERRORS):
+                except (Unknown, *MATHS_ERRORS):
                     continue
             candidates = kept
             if not candidates:
                 return False
-        if points < _POINTS:
-            raise _Skip
-        if wrong_at * 3 < 2 * _POINTS or wrong_slot is None:
+        if points < POINTS:
+            raise Skip
+        if wrong_at * 3 < 2 * POINTS or wrong_slot is None:
             return None
         reads, name = candidates[0]
         return OutputRead(list(reads), self.out.value, name, self.slots[wrong_slot])

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from . import verdict as V
-from .report import GradientReport, exception_text
+from .report import GradientReport, first_line
 from .verdict import DEFAULT_RTOL, FD_TOL, SCALE_FLOOR  # noqa: F401 - re-exported
 
 
@@ -34,14 +34,6 @@ class _Structural(Exception):
 
 class _NotRunnable(Exception):
     """The forward cannot be run on the given inputs (message is user-facing)."""
-
-
-def _first_line(exc: BaseException, limit: int = 240) -> str:
-    text = exception_text(exc)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    text = lines[0] if lines else ""
-    msg = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
 
 
 def resolve(fn):
@@ -97,7 +89,7 @@ def _other_graph(e: BaseException) -> str | None:
     if found is None:
         return None
     return ("the forward or its grad fn uses a tensor of the graph it was built in (a tf.function, a Keras "
-            f"model, a TF1 graph), which it cannot use outside that graph, on the check's inputs: {_first_line(found)}")
+            f"model, a TF1 graph), which it cannot use outside that graph, on the check's inputs: {first_line(found)}")
 
 
 def _no_autodiff(e: Exception) -> bool:
@@ -225,7 +217,7 @@ class _Checker:
                 out = self.forward(*self.args)
             self.random_ops = random_ops.found
         except Exception as e:  # the inputs do not fit this function
-            raise _NotRunnable(f"forward raised on these inputs: {_first_line(e)}") from e
+            raise _NotRunnable(f"forward raised on these inputs: {first_line(e)}") from e
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
             raise _Structural("the forward must return (y, grad_fn); it returned "
                               f"{type(out).__name__}")
@@ -252,7 +244,7 @@ class _Checker:
             if targets:
                 tape.gradient(tf.nest.flatten(y), targets, output_gradients=u)
         except Exception as e:
-            raise _Structural(_first_line(e)) from e
+            raise _Structural(first_line(e)) from e
 
     def _upstream(self, scale: float = 1.0):
         """Signed Gaussian upstream gradients, one per flattened output (fixed seed); complex
@@ -333,7 +325,7 @@ class _Checker:
         try:
             grads, int_grads = self._grad_fn_once(u, variables)
         except Exception as e:
-            raise _Structural(_first_line(e)) from e
+            raise _Structural(first_line(e)) from e
         self.int_grads = [_to_numpy(g) for g in int_grads]
         return [_to_numpy(g) for g in grads]
 
@@ -594,7 +586,7 @@ class _Checker:
             try:
                 customs.append(hvp(self.decorated, u, vs))
             except Exception as e:
-                raise _Structural(f"second derivative: {_first_line(e)}") from e
+                raise _Structural(f"second derivative: {first_line(e)}") from e
             autos.append(hvp(self.forward, u, vs))
             ups.append([np.asarray(x) for x in u])
         return V.Measurements(self.vargs, ups, customs, autos, mode="second-order")
@@ -619,7 +611,7 @@ class _Checker:
             jvp_c = [_to_numpy(acc.jvp(yi, unconnected_gradients=tf.UnconnectedGradients.ZERO))
                      for yi in tf.nest.flatten(y)]
         except Exception as e:
-            raise _Structural(f"forward mode: {_first_line(e)}") from e
+            raise _Structural(f"forward mode: {first_line(e)}") from e
         with tf.autodiff.ForwardAccumulator(primals, ts) as acc:
             y, _ = self.forward(*self.args)
         jvp_a = [_to_numpy(acc.jvp(yi, unconnected_gradients=tf.UnconnectedGradients.ZERO))
@@ -756,7 +748,7 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
             return V.skipped(other or str(e), seed, getattr(checker, "fn_name", ""))
         return checker._report("error", str(e), [])
     except Exception as e:  # a failure of the checker itself must not become a traceback
-        return V.skipped(f"the check itself failed: {_first_line(e)}", seed,
+        return V.skipped(f"the check itself failed: {first_line(e)}", seed,
                          getattr(checker, "fn_name", ""))
     kw = dict(rtol=rtol, atol=atol, seed=seed, probes=probes, variables=variables,
               intentional=intentional, graph=False, order=1, complex_probe=False,
@@ -963,7 +955,7 @@ def forward_failure(fn, *inputs) -> str | None:
     try:
         out = forward(*inputs)
     except Exception as e:
-        return _first_line(e)
+        return first_line(e)
     if isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1]):
         return None
     return f"the forward must return (y, grad_fn); it returned {type(out).__name__}"
