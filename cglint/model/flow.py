@@ -271,6 +271,9 @@ class FlowQueries:
         if isinstance(value, cst.Attribute):
             if is_self(value.value):
                 return self._python_attribute(value, scope, depth)
+            field = self._record_field_kind(value, scope, depth)
+            if field is not None:
+                return field
             qualname = self.qualname(value)
             if qualname is not None and is_function_name(qualname):
                 return "callable"
@@ -306,6 +309,62 @@ class FlowQueries:
                 return None
             kinds.add(kind)
         return _one_kind(kinds)
+
+    def _record_field_kind(self, attr: cst.Attribute, scope: Scope, depth: int) -> str | None:
+        """`cfg.bits` / `self.config.bits` where every value `cfg` may hold is an instance of a
+        record class of the project (a dataclass, a `NamedTuple`) whose field `bits` is annotated
+        with a Python type (`bits: int = 4`): the field's kind."""
+        if depth > 4:
+            return None
+        classes = self._instance_classes(attr.value, scope, depth)
+        kinds = set()
+        for model, cls in classes or []:
+            kind = model._field_annotation_kind(cls, attr.attr.value)
+            if kind is None:
+                return None
+            kinds.add(kind)
+        return _one_kind(kinds) if kinds else None
+
+    def _instance_classes(self, expr: cst.BaseExpression, scope: Scope, depth: int):
+        """The project classes of which `expr` holds an instance, when every value says so
+        (a constructor call, a parameter defaulting to one, `self.x` set only from those)."""
+        if is_self_attr(expr):
+            cls = scope.enclosing_class()
+            values = cls.attributes.get(expr.attr.value, []) if cls is not None else []
+            if not values:
+                return None
+            out = []
+            for value in values:
+                where = self._scope_reading(value, cls) if isinstance(value, cst.Name) else cls
+                found = self._instance_classes(value, where, depth + 1) if where is not None else None
+                if not found:
+                    return None
+                out += found
+            return out
+        out = []
+        for value in self.resolve(expr, scope):
+            if isinstance(value, Param):
+                default = value.node.default
+                if default is None:
+                    return None
+                value = default
+            if not isinstance(value, cst.Call):
+                return None
+            classes = [(m, v) for m, v, _ in self.values(value.func, scope) if isinstance(v, cst.ClassDef)]
+            if len(classes) != 1:
+                return None
+            out += classes
+        return out or None
+
+    @staticmethod
+    def _field_annotation_kind(cls: cst.ClassDef, name: str) -> str | None:
+        for stmt in cls.body.body:
+            if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.AnnAssign):
+                ann = stmt.body[0]
+                if isinstance(ann.target, cst.Name) and ann.target.value == name:
+                    a = ann.annotation.annotation
+                    return _ANNOTATION_KINDS.get(a.value) if isinstance(a, cst.Name) else None
+        return None
 
     @staticmethod
     def _scope_reading(name: cst.Name, cls: Scope) -> Scope | None:
@@ -378,6 +437,10 @@ class _StructureUse(Walker):
 _NUMBERS = ("number", "float")
 
 
+def is_self_attr(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
 class _TensorUse(cst.CSTVisitor):
     """Whether a name is an operand of arithmetic or an argument of a TensorFlow / Keras op."""
 
@@ -426,7 +489,32 @@ def kind_of(model: ModuleModel, expr: cst.BaseExpression | None, scope: Scope) -
     """Classify a value by its source: a list (literal, comprehension, `list(...)`, concatenation
     of lists), a tuple literal, a callable (lambda or def), `None`, a tensor (a TensorFlow op,
     arithmetic, a parameter), or unknown. A name bound to several kinds is unknown."""
-    kinds = {_kind(model, v) for v in model.resolve(expr, scope)}
+    return _kind_of(model, expr, scope, 0)
+
+
+def _kind_of(model: ModuleModel, expr: cst.BaseExpression | None, scope: Scope, depth: int) -> str:
+    kinds = set()
+    for v in model.resolve(expr, scope):
+        kind = _kind(model, v)
+        if kind == UNKNOWN and isinstance(v, cst.Call) and depth < 3:
+            kind = _returned_kind(model, v, scope, depth)
+        kinds.add(kind)
+    return kinds.pop() if len(kinds) == 1 else UNKNOWN
+
+
+def _returned_kind(model: ModuleModel, call: cst.Call, scope: Scope, depth: int) -> str:
+    """What a call of a project function gives, when every function the callee may be returns
+    the same kind (`_weight_grads(x, g)` whose body returns a lambda: a callable)."""
+    kinds = set()
+    for callee in model.callables(call.func, scope):
+        node = callee.node
+        if isinstance(node, cst.Lambda):
+            kinds.add(_kind_of(callee.model, node.body, callee.scope, depth + 1))
+            continue
+        returns = [r.value for r in callee.scope.returns if r.value is not None]
+        if not returns:
+            return UNKNOWN
+        kinds.update(_kind_of(callee.model, r, callee.scope, depth + 1) for r in returns)
     return kinds.pop() if len(kinds) == 1 else UNKNOWN
 
 
@@ -444,6 +532,8 @@ def _kind(model: ModuleModel, value: Binding) -> str:
     if isinstance(value, cst.Call):
         if isinstance(value.func, cst.Name) and value.func.value == "list":
             return LIST
+        if isinstance(value.func, cst.Name) and value.func.value == "tuple":
+            return TUPLE
         return TENSOR if tf_op_name(model.qualname(value.func)) is not None else UNKNOWN
     if isinstance(value, cst.BinaryOperation):
         if isinstance(value.operator, cst.Add) and isinstance(value.left, (cst.List, cst.ListComp)):

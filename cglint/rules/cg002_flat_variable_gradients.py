@@ -175,6 +175,41 @@ def soft_clip(x):
     return y, grad
 ''',
             at="12:9"),
+        # the variable gradients splatted after the input gradient (TF 2.21: too many values to unpack)
+        Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable(2.0, name="w")
+b = tf.Variable(1.0, name="b")
+
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        by_var = {w.ref(): tf.reduce_sum(dy * x), b.ref(): tf.reduce_sum(dy)}
+        return (dy * w, *[by_var[v.ref()] for v in variables])
+
+    return x * w + b, grad
+''',
+            at="12:9"),
+        # keyed right, but a `tuple(...)` (TF 2.21: can only concatenate list (not "tuple") to list)
+        Invalid(
+            '''
+import tensorflow as tf
+
+mu = tf.Variable(tf.zeros([3]), name="mu")
+
+
+@tf.custom_gradient
+def center(x):
+    def grad(dy, variables=None):
+        table = {mu.ref(): -tf.reduce_sum(dy, axis=0)}
+        return dy, tuple(table[v.ref()] for v in variables)
+
+    return x - mu, grad
+''',
+            at="11:9"),
     ]
     VALID = [
         '''
@@ -227,6 +262,15 @@ def scale(x):
             for ret in grad.returns:
                 if ret.elements is None:
                     # (a grad fn that does not accept `variables` is CG004's finding)
+                    if _splatted(grad, ret.value):
+                        yield Finding(
+                            ret.node,
+                            f"`{grad.name}` splats the variable gradients into the returned tuple (`*[...]`), so "
+                            f"it returns them flat, but the forward reads variables ({names}): TensorFlow unpacks "
+                            "`input_grads, variable_grads` and raises 'too many values to unpack'; return "
+                            "`(input_grads, [one per entry of variables])`",
+                        )
+                        continue
                     if grad.accepts_variables and _one_tensor(site, grad, ret.value):
                         yield Finding(
                             ret.node,
@@ -256,6 +300,33 @@ def scale(x):
                         "needs a list with one gradient per entry of `variables`, in that order",
                         fix=_fix(site, grad, ret, None, _as_list(site, grad, var_grads, kind)),
                     )
+
+
+def _splatted(grad: GradFn, expr) -> bool:
+    """`(dx, *[g(v) for v in variables])`: a tuple that unpacks a comprehension over the grad
+    fn's `variables` after the input gradients."""
+    if not isinstance(expr, cst.Tuple) or len(expr.elements) < 2 or isinstance(expr.elements[0], cst.StarredElement):
+        return False
+    name = grad.variables_param
+    for el in expr.elements[1:]:
+        comp = el.value
+        if isinstance(el, cst.StarredElement) and isinstance(comp, (cst.ListComp, cst.GeneratorExp)):
+            it = comp.for_in.iter
+            names = {n.value for n in _names(it)}
+            if name in names:
+                return True
+    return False
+
+
+def _names(expr) -> list:
+    out = []
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, node):
+            out.append(node)
+
+    expr.visit(V())
+    return out
 
 
 def _one_tensor(site: GradientSite, grad: GradFn, expr) -> bool:

@@ -220,22 +220,15 @@ VARIABLE_MAKERS = frozenset({
     "tensorflow.random.experimental.Generator.from_seed",
     "tensorflow.random.experimental.Generator.from_non_deterministic_state",
 })
-# (qualified names with `compat.v1` folded, as the model spells them)
-_GRAPH_MODE = ("tensorflow.Session", "tensorflow.placeholder", "tensorflow.disable_eager_execution",
-               "tensorflow.disable_v2_behavior", "tensorflow.Graph")
-
-
 def _reused(site: GradientSite, call) -> bool:
-    """`get_variable(...)` under `variable_scope(..., reuse=AUTO_REUSE or True)` in a module that
-    builds TF1 graphs (a Session, placeholders, eager execution disabled): the first call creates
-    the variable and later ones reuse it, so the forward shares one variable (TF 2.21, Session
-    gradients match autodiff)."""
+    """`get_variable(...)` under `variable_scope(..., reuse=AUTO_REUSE or True)`: in the TF1 graphs
+    such code builds, the first call creates the variable and later ones reuse it, so the forward
+    shares one variable (TF 2.21, Session gradients match autodiff). Whether the module is also
+    run eagerly, where each call would make a fresh one, the code here does not show: no claim."""
     import libcst as cst
 
     model = site.model
     if not (model.qualname(call.func) or "").endswith("get_variable"):
-        return False
-    if not any((model.qualname(c.func) or "") in _GRAPH_MODE for c, _ in model.all_calls):
         return False
     node = model.parent(call)
     while node is not None and node is not site.forward:

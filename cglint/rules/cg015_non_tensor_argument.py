@@ -197,6 +197,67 @@ def forward(x, training):
     return masked(x, None) if not training else masked(x, tf.ones_like(x))
 ''',
             at="16:22"),
+        # an int field of a dataclass config (TF 2.21, tf.function: the int arrives as an int32 tensor)
+        Invalid(
+            '''
+import dataclasses
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantConfig:
+    bits: int = 4
+
+
+@tf.custom_gradient
+def fake_quant(x, bits):
+    scale = tf.reduce_max(tf.abs(x)) / float(2 ** (bits - 1) - 1)
+
+    def grad(dy):
+        return dy, None
+
+    return tf.round(x / scale) * scale, grad
+
+
+class Quantizer(tf.Module):
+    def __init__(self, config=QuantConfig()):
+        self.config = config
+
+    def __call__(self, x):
+        return fake_quant(x, self.config.bits)
+''',
+            at="27:30",
+            fixed='''
+import dataclasses
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantConfig:
+    bits: int = 4
+
+
+def fake_quant(x, bits):
+    @tf.custom_gradient
+    def _fake_quant(x):
+        scale = tf.reduce_max(tf.abs(x)) / float(2 ** (bits - 1) - 1)
+
+        def grad(dy):
+            return dy
+
+        return tf.round(x / scale) * scale, grad
+    return _fake_quant(x)
+
+
+class Quantizer(tf.Module):
+    def __init__(self, config=QuantConfig()):
+        self.config = config
+
+    def __call__(self, x):
+        return fake_quant(x, self.config.bits)
+'''),
     ]
     VALID = [
         '''
