@@ -122,9 +122,30 @@ class FlowQueries:
                 if tf_op_name(self.qualname(value.func)) in MULTI_OUTPUT_OPS:
                     return None
                 counts.add(1)
+            elif isinstance(value, cst.Call) and (fields := self._namedtuple_fields(value.func, scope)) is not None:
+                # `RouterOutput(weights, aux_loss)`: TensorFlow's nest flattens a namedtuple field
+                # by field (a dataclass it does not); every field must be given
+                if any(a.star for a in value.args) or len(value.args) != len(fields):
+                    return None
+                parts = [self.flat_count(a.value, scope, depth + 1, params) for a in value.args]
+                if None in parts:
+                    return None
+                counts.add(sum(parts))  # type: ignore[arg-type]
             else:
                 return None
         return counts.pop() if len(counts) == 1 else None
+
+    def _namedtuple_fields(self, func: cst.BaseExpression, scope: Scope) -> list[str] | None:
+        """The fields of the namedtuple class `func` denotes (`collections.namedtuple("P", [...])`
+        or a `typing.NamedTuple` subclass, in the project), else None."""
+        for model, value, where in self.values(func, scope):
+            if isinstance(value, cst.ClassDef):
+                if not any((model.qualname(b.value) or "").endswith("NamedTuple") for b in value.bases):
+                    return None
+            elif not (isinstance(value, cst.Call) and (model.qualname(value.func) or "").endswith("namedtuple")):
+                return None
+            return model._fields(func if model is self else value, where, 0) if model is self else None
+        return None
 
     # ---- counting as TensorFlow counts -----------------------------------------------------
     # TensorFlow flattens the positional arguments of each call (`nest.flatten(args)`): a list
