@@ -198,14 +198,14 @@ def _main(argv: list[str]) -> int:
 
 
 def _fail(message: str) -> int:
-    from cglint.report import printable  # file names and messages may come from the tree
+    from cglint.escape import printable  # file names and messages may come from the tree
 
     print(f"cglint: error: {printable(message)}", file=sys.stderr)
     return EXIT_ERROR
 
 
 def _warn(message: str) -> None:
-    from cglint.report import printable
+    from cglint.escape import printable
 
     print(f"cglint: warning: {printable(message)}", file=sys.stderr)
 
@@ -215,8 +215,8 @@ def _plural(n: int, word: str) -> str:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """The command line's arguments (`--runtime=all` as `--runtime-scope all`); a usage error exits 2."""
-    # Only options are rewritten: after `--` every argument is a path, whatever it looks like.
+    """The command line's arguments (`--runtime=all` as `--runtime-scope all`); a usage error exits 2.
+    Only options are rewritten: after `--` every argument is a path, whatever it looks like."""
     end = argv.index("--") if "--" in argv else len(argv)
     argv = [a.replace("--runtime=", "--runtime-scope=", 1) if a.startswith("--runtime=") and i < end else a
             for i, a in enumerate(argv)]

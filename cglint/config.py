@@ -241,7 +241,7 @@ def _warn_once(message: str) -> None:
     language server's log, pytest's)."""
     if message not in _WARNED:
         _WARNED.add(message)
-        from cglint.report import printable
+        from cglint.escape import printable
 
         print(f"cglint: warning: {printable(message)}", file=sys.stderr)
 

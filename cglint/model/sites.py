@@ -140,7 +140,7 @@ class GradientSite:
     def output_count(self) -> int | None:
         """Number of flattened outputs, when every return agrees and the count is literal (an
         input returned as an output flattens as the input does: `input_counts`)."""
-        params = self.model.param_counts(self)
+        params = self.model.param_counts(self, guessed=False)
         counts = {self.model.flat_count(y, self.scope, params=params) for y in self.outputs}
         return counts.pop() if len(counts) == 1 else None
 

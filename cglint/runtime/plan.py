@@ -26,8 +26,6 @@ from cglint.model import GradientSite, ModuleModel
 _COMPLEX = re.compile(r"\bcomplex(64|128)\b|tf\.complex\(|\bconj\(|\b\d+(\.\d*)?j\b")
 # Mixed precision: the runtime also tries half-precision inputs (a grad fn that fixes float32).
 _HALF = re.compile(r"\bmixed_b?float16\b|\bb?float16\b")
-
-
 # Calls whose first argument is a shape or a literal value: their result's shape is known.
 _SHAPED = {"tensorflow.zeros", "tensorflow.ones", "tensorflow.random.normal", "tensorflow.random.uniform",
            "tensorflow.fill", "tensorflow.random.truncated_normal"}
