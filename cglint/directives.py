@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 INTENTIONAL = "# cglint: intentional"  # the line (or end of line) a message tells users to add
 _INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
-_EXAMPLE = re.compile(r"#\s*cglint:\s*example\s+(?P<spec>.+?)\s*$")
+_EXAMPLE = re.compile(r"#\s*cglint:\s*example\s(?P<spec>.*)")  # the spec: the rest, stripped
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ def parse(function_comments: Iterable[str], flagged_comments: Iterable[str] = ()
     intentional, example = False, None
     for text in function_comments:
         intentional = intentional or bool(_INTENTIONAL.search(text))
-        if example is None and (m := _EXAMPLE.search(text)):
-            example = m.group("spec")
+        if example is None and (m := _EXAMPLE.search(text)) and m.group("spec").strip():
+            example = m.group("spec").strip()
     intentional = intentional or any(_INTENTIONAL.search(text) for text in flagged_comments)
     return Directives(intentional, example)
 
