@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 INTENTIONAL = "# cglint: intentional"  # the line (or end of line) a message tells users to add
 _INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
-_EXAMPLE = re.compile(r"#\s*cglint:\s*example\s(?P<spec>.*)")  # the spec: the rest, stripped (linear)
+_EXAMPLE = re.compile(r"#\s*cglint:\s*example\s(?P<spec>.*)")  # the spec: the rest, stripped
 
 
 @dataclass(frozen=True)

@@ -262,7 +262,7 @@ def scale(x):
             for ret in grad.returns:
                 if ret.elements is None:
                     # (a grad fn that does not accept `variables` is CG004's finding)
-                    if _splatted(grad, ret.value):
+                    if _splatted(site, grad, ret.value):
                         yield Finding(
                             ret.node,
                             f"`{grad.name}` splats the variable gradients into the returned tuple (`*[...]`), so "
@@ -302,7 +302,7 @@ def scale(x):
                     )
 
 
-def _splatted(grad: GradFn, expr) -> bool:
+def _splatted(site: GradientSite, grad: GradFn, expr) -> bool:
     """`(dx, *[g(v) for v in variables])`: a tuple that unpacks a comprehension over the grad
     fn's `variables` after the input gradients."""
     if not isinstance(expr, cst.Tuple) or len(expr.elements) < 2 or isinstance(expr.elements[0], cst.StarredElement):
@@ -312,21 +312,9 @@ def _splatted(grad: GradFn, expr) -> bool:
         comp = el.value
         if isinstance(el, cst.StarredElement) and isinstance(comp, (cst.ListComp, cst.GeneratorExp)):
             it = comp.for_in.iter
-            names = {n.value for n in _names(it)}
-            if name in names:
+            if any(n.value == name for n in site.model.reads_in(it)):
                 return True
     return False
-
-
-def _names(expr) -> list:
-    out = []
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, node):
-            out.append(node)
-
-    expr.visit(V())
-    return out
 
 
 def _one_tensor(site: GradientSite, grad: GradFn, expr) -> bool:
