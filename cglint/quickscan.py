@@ -153,8 +153,8 @@ def _qualname(expr: ast.expr, imports: dict[str, str]) -> str | None:
 # ---- a file that only calls a custom-gradient function of another project module -----------
 # `from .ops import clip_grad; clip_grad(x=t)` mentions no custom gradient, yet TensorFlow skips
 # the custom gradient of an all-keyword call (CG010). Such a file is linted when it makes a
-# keyword call and imports a project module whose text mentions `custom_gradient` (directly or
-# through the modules that one imports: re-exports, registries). Text and stat calls only.
+# keyword (or unpacked) call and names something an imported project module exports that can
+# lead to a custom gradient: the project index (`exports`) knows, built once per content.
 
 # an argument passed by keyword, over-approximated (`f(\n    x=t)`, `f(g(a), x=t)`; also `a, b = ...`)
 _KEYWORD_CALL = re.compile(r"[(,]\s*\w+[ \t]*=(?!=)")
@@ -171,29 +171,339 @@ _texts: dict[str, tuple[tuple[int, int], str, bool, bool, list[tuple[int, str]]]
 
 def calls_project_site(source: str, path: str | None) -> tuple[bool, dict[str, str]]:
     """Whether a file that mentions no custom gradient may call one defined in another module
-    of its project, and the project files that answer depends on (path -> sha256)."""
+    of its project, and the project files that answer depends on (path -> sha256).
+
+    It may when it makes a keyword call (CG010) or an unpacked call (CG013's forgotten forward)
+    and names something an imported project module exports that can lead to a custom gradient
+    (`exports`: the site itself, a factory, a class, a table, a re-export); or, for CG013, when
+    an imported module may hold a forgotten forward. A file that merely imports a module that
+    mentions `custom_gradient` and makes some keyword call is not a candidate."""
     seen: dict[str, str] = {}
-    # A keyword call, or an unpacked call that may drop the grad fn of a forgotten forward (CG013).
     unpacks = _UNPACKED_CALL.search(source) is not None
     if not path or path.startswith("<") or path == "-" or not (unpacks or _KEYWORD_CALL.search(source)):
         return False, seen
     todo = [(path, spec) for spec in _imported_modules(source)]
+    found_all: list[str] = []
     done = 0
     while todo and done < MAX_IMPORTED:
         importer, (level, dotted) = todo.pop(0)
-        found = module_path(importer, level, dotted)
+        found = _index.resolve(os.path.dirname(os.path.abspath(importer)), importer, level, dotted)
         if found is None or found in seen:
             continue
         done += 1
         read = _module_text(found)
         if read is None:
             continue
-        seen[found], mentions, forgets, imports = read
-        if mentions or (unpacks and forgets):
-            return True, seen
-        if importer == path:  # one step further: an `__init__` re-export, a registry's users
+        seen[found], _mentions, _forgets, imports = read
+        found_all.append(found)
+        if importer == path:  # one step further: a module an `__init__` re-exports, `pkg.ops.clip`
             todo += [(found, spec) for spec in imports]
-    return False, seen
+    if not found_all:
+        return False, seen
+    # The index first (a module imported later may fill a registry imported earlier), then the
+    # names this file uses.
+    for f in found_all:
+        exports(f)
+    names = frozenset().union(*(exports(f) for f in found_all))
+    return bool(names & set(_WORD.findall(source))), seen
+
+
+# Words that make a top-level statement lead to a custom gradient (the wrappers, CG017's
+# override map and registration, recompute_grad's): a statement naming one, or naming something
+# an imported project module exports, exports what it binds.
+_SEEDS = frozenset({"custom_gradient", "gradient_override_map", "RegisterGradient", "recompute_grad"})
+_WORD = re.compile(r"[^\W\d]\w*")
+MAX_GRAPH = 8192  # project modules one index holds
+MAX_SIBLINGS = 32  # as model.tables: a registry's directory is read for what fills it
+
+
+class _Index:
+    """What each project module exports (`exports`), for every module reachable from the ones
+    asked about, computed together: a fixed point over the import graph (cycles included), where
+    only modules that mention a seed, or a name an imported module exports, are parsed. Built once
+    per content: a module whose (mtime, size) changed starts a new index."""
+
+    def __init__(self) -> None:
+        self.imports: dict[str, list[str]] = {}  # path -> the project modules it imports
+        self.stamps: dict[str, tuple[int, int] | None] = {}
+        self.exports: dict[str, frozenset[str]] = {}
+        self.statements: dict[str, list[_Statement] | None] = {}
+        self.stars: dict[str, list[str]] = {}
+        self.paths: dict[tuple[str, int, str], str | None] = {}
+        self.importers: dict[str, set[str]] = {}
+        self.filled: set[str] = set()  # registries: a site elsewhere is stored in them
+        self.listed: dict[str, list[str]] = {}
+        self.sources: dict[str, dict[str, list[tuple[int, str]]]] = {}  # path -> local name -> the modules it may come from
+
+    def resolve(self, here: str, importer: str, level: int, dotted: str) -> str | None:
+        """`module_path`, remembered per (importer's directory, import) for this index."""
+        key = (here, level, dotted)
+        if key not in self.paths:
+            self.paths[key] = module_path(importer, level, dotted)
+        return self.paths[key]
+
+    def siblings(self, directory: str) -> list[str]:
+        """The modules of a directory the model reads for what fills a registry defined there
+        (`model.tables`: the first 4 * MAX_SIBLINGS names), listed once."""
+        if directory not in self.listed:
+            try:
+                names = sorted(n for n in os.listdir(directory) if n.endswith(".py"))[:4 * MAX_SIBLINGS]
+            except OSError:
+                names = []
+            self.listed[directory] = [os.path.join(directory, n) for n in names]
+        return self.listed[directory]
+
+    def fresh(self, path: str) -> bool:
+        return path in self.stamps and self.stamps[path] == _stamp(path)
+
+    def add(self, root: str) -> None:
+        """Every module reachable from `root`, then the fixed point over them."""
+        if root in self.exports:
+            return
+        new: list[str] = []
+        todo = [root]
+        while todo and len(self.imports) < MAX_GRAPH:
+            path = todo.pop()
+            if path in self.imports:
+                continue
+            read = _module_text(path)
+            self.stamps[path] = _stamp(path)
+            here = os.path.dirname(os.path.abspath(path))
+            found = [self.resolve(here, path, level, dotted) for level, dotted in (read[3] if read else [])]
+            self.imports[path] = [f for f in dict.fromkeys(found) if f is not None and f != path]
+            new.append(path)
+            todo += [f for f in self.imports[path] + self.siblings(here) if f not in self.imports]
+        for path in new:
+            for t in self.imports[path]:
+                self.importers.setdefault(t, set()).add(path)
+        importers = self.importers
+        for path in new:
+            self.exports.setdefault(path, frozenset())
+        # Every new module once (its imports may export already), seeds last so that they are
+        # popped first; then whoever imports a module whose exports changed.
+        work = sorted(new, key=lambda p: _mentions_seed(p) or _forgets(p))
+        while work:
+            path = work.pop()
+            upstream = frozenset().union(*(self.exports.get(t, frozenset()) for t in self.imports.get(path, ())))
+            names = self._names(path, upstream)
+            for registry in self._fills(path, upstream):
+                if registry not in self.filled:
+                    self.filled.add(registry)
+                    work.append(registry)
+            if names != self.exports.get(path):
+                self.exports[path] = names
+                work += [i for i in importers.get(path, ()) if i not in work]
+
+    def _names(self, path: str, upstream: frozenset[str]) -> frozenset[str]:
+        if path not in self.statements:
+            text = _text_of(path)
+            if text is None or not (path in self.filled or any(w in text for w in _SEEDS.union(upstream))
+                                    or _forgets(path)):
+                return frozenset()  # not parsed until a seed or an exported name appears in it
+            self.statements[path], self.stars[path], self.sources[path] = _summary(path, text)
+        statements = self.statements[path]
+        if statements is None:
+            return frozenset()
+        out: set[str] = set()
+        filled = path in self.filled
+        for entry in statements:
+            if filled or entry.site or entry.words & upstream:
+                out |= entry.bound
+        for star in self.stars[path]:
+            out |= self.exports.get(star, frozenset())
+        return frozenset(out)
+
+
+    def _fills(self, path: str, upstream: frozenset[str]) -> list[str]:
+        """The project modules a site of `path` may be stored in: where a statement that applies a
+        seed, or names a site of this module, stores something (`@register("clip")` with `from
+        .registry import register`, `@registry.register(...)`, `OPS["clip"] = clip`)."""
+        statements = self.statements.get(path)
+        if not statements:
+            return []
+        here = os.path.dirname(os.path.abspath(path))
+        out: list[str] = []
+        own = frozenset().union(*(e.bound for e in statements if e.site))
+        for entry in statements:
+            if entry.site or entry.words & own:
+                for name in entry.stores:
+                    for level, dotted in self.sources.get(path, {}).get(name, ()):
+                        found = self.resolve(here, path, level, dotted)
+                        if found is not None and found != path:
+                            out.append(found)
+        return out
+
+
+_index = _Index()
+
+
+def exports(path: str) -> frozenset[str]:
+    """The top-level names of a project module that can lead to a custom gradient: a name is
+    exported when the statement that binds it names a seed (`custom_gradient`,
+    `gradient_override_map`, ...) or a name an imported project module exports — a decorated
+    def, a factory or class holding one, a table of them, a helper calling one, `from .ops import
+    clip as clip_grad`, a star import. Over-approximate by construction (a word anywhere in the
+    statement counts, at any depth of imports), so the prefilter never hides what the model
+    resolves."""
+    global _index
+    if path in _index.exports and not _index.fresh(path):
+        _index = _Index()  # a module changed on disk (a long-lived host): index again
+    _index.add(path)
+    return _index.exports.get(path, frozenset())
+
+
+def _forgets(path: str) -> bool:
+    """The module may hold CG013's forgotten forward (`files.may_forget_decorator`)."""
+    read = _module_text(path)
+    return read is not None and read[2]
+
+
+def _mentions_seed(path: str) -> bool:
+    read = _module_text(path)
+    return read is not None and read[1]
+
+
+@dataclass(frozen=True)
+class _Statement:
+    """A top-level statement (or one name of an import) as the index sees it."""
+
+    words: frozenset[str]  # every identifier it names
+    bound: frozenset[str]  # the names it binds
+    site: bool = False  # it applies a seed: `@tf.custom_gradient`, `tf.custom_gradient(f)`, `RegisterGradient(...)`
+    stores: frozenset[str] = frozenset()  # names it may store what it makes in: `@register(...)`, `TABLE[k] = f`
+
+
+def _terminal(expr: ast.expr) -> str | None:
+    while isinstance(expr, ast.Call):
+        expr = expr.func
+    return expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else None
+
+
+def _summary(path: str, text: str) -> tuple[list[_Statement] | None, list[str], dict[str, list[tuple[int, str]]]]:
+    """Each top-level statement's words, bindings and whether it applies a seed (under any local
+    name: `from tensorflow import custom_gradient as cg`); each imported name on its own; the
+    modules star-imported."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None, [], {}  # the model reads nothing from a module Python cannot parse
+    seeds = set(_SEEDS)
+    sources: dict[str, list[tuple[int, str]]] = {}
+    tensorflow = "tensorflow" in text or "tf." in text  # as files.may_forget_decorator asks
+    for stmt in tree.body:  # local names of the seeds
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            seeds.update(a.asname for a in stmt.names if a.asname and a.name.split(".")[-1] in _SEEDS)
+        elif isinstance(stmt, ast.Assign) and _terminal(stmt.value) in _SEEDS and not isinstance(stmt.value, ast.Call):
+            seeds.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    out: list[_Statement] = []
+    stars: list[str] = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for a in stmt.names:
+                if a.name == "*":
+                    found = module_path(path, getattr(stmt, "level", 0), getattr(stmt, "module", None) or "")
+                    stars += [found] if found is not None else []
+                    continue
+                local = a.asname or (a.name.split(".")[0] if isinstance(stmt, ast.Import) else a.name)
+                if isinstance(stmt, ast.Import):
+                    sources[local] = [(0, a.name if a.asname else local)]
+                else:  # a name defined in the module, or a submodule of the package
+                    base = f"{stmt.module}.{a.name}" if stmt.module else a.name
+                    sources[local] = [(stmt.level, stmt.module or ""), (stmt.level, base)]
+                out.append(_Statement(frozenset(a.name.split(".")), frozenset({local})))
+            continue
+        words: set[str] = set()
+        site = False
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name):
+                words.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                words.add(n.attr)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                words.add(n.name)
+                site = site or any(_terminal(d) in seeds for d in n.decorator_list)
+            elif isinstance(n, ast.Call):
+                site = site or _terminal(n.func) in seeds
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier():
+                words.add(n.value)  # getattr(ops, "clip"), a registry's key
+        if tensorflow and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            site = site or _returns_value_and_nested_def(stmt)  # CG013's forgotten forward
+        out.append(_Statement(frozenset(words), frozenset(_bound(stmt)), site, frozenset(_stores(stmt, seeds))))
+    return out, stars, sources
+
+
+def _root(expr: ast.expr) -> str | None:
+    while isinstance(expr, (ast.Attribute, ast.Subscript, ast.Call)):
+        expr = expr.func if isinstance(expr, ast.Call) else expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _stores(stmt: ast.stmt, seeds: set[str]) -> set[str]:
+    """Where a top-level statement may store a function in a registry: the other decorators of a
+    decorated site (`@register("clip")`, `@OPS.register`), a subscript or attribute it assigns
+    (`OPS["clip"] = clip`), a method it calls (`OPS.update(...)`, `REGISTRY.register(clip)`)."""
+    out: set[str] = set()
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if any(_terminal(d) in seeds for d in stmt.decorator_list):
+            out.update(r for d in stmt.decorator_list if _terminal(d) not in seeds and (r := _root(d)))
+    elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        out.update(r for t in targets if isinstance(t, (ast.Subscript, ast.Attribute)) and (r := _root(t)))
+    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
+        out.update(r for r in [_root(stmt.value.func)] if r)
+    return out
+
+
+def _bound(stmt: ast.stmt) -> set[str]:
+    """The module-level names a top-level statement binds: a def's or class's name, assignment
+    and loop targets, `with ... as` names, and those of the statements nested in an `if`, `try`,
+    `for` or `with` (never a function's locals)."""
+    out: set[str] = set()
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    targets: list[ast.expr] = []
+    if isinstance(stmt, ast.Assign):
+        targets = list(stmt.targets)
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+    elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {a.asname or a.name.split(".")[0] for a in stmt.names}
+    for target in targets:
+        out.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    for name in ("body", "orelse", "finalbody", "handlers"):
+        for inner in getattr(stmt, name, None) or ():
+            if isinstance(inner, ast.ExceptHandler):
+                out.update(*(_bound(s) for s in inner.body))
+            elif isinstance(inner, ast.stmt):
+                out |= _bound(inner)
+    return out
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _module_sha(path: str) -> str | None:
+    read = _module_text(path)
+    return read[0] if read is not None else None
+
+
+def _text_of(path: str) -> str | None:
+    from cglint import files
+
+    try:
+        data = files.read_bytes(path, 1_000_000, what="a module the linted file imports")[0]
+    except (OSError, ValueError):
+        return None
+    return data.decode("utf-8", "replace")
 
 
 def _imported_modules(source: str) -> list[tuple[int, str]]:
@@ -224,7 +534,7 @@ def _imported_modules(source: str) -> list[tuple[int, str]]:
 
 
 def _module_text(path: str) -> tuple[str, bool, bool, list[tuple[int, str]]] | None:
-    """A project module's sha256, whether it mentions custom_gradient, whether it may hold a
+    """A project module's sha256, whether it mentions a seed (`custom_gradient`, ...), whether it may hold a
     forgotten forward (CG013), its imports; remembered
     per (mtime, size)."""
     from cglint import files
@@ -239,7 +549,7 @@ def _module_text(path: str) -> tuple[str, bool, bool, list[tuple[int, str]]] | N
     except (OSError, ValueError):
         return None
     text = data.decode("utf-8", "replace")
-    _texts[path] = (stamp, hashlib.sha256(data).hexdigest(), "custom_gradient" in text, files.may_forget_decorator(text),
+    _texts[path] = (stamp, hashlib.sha256(data).hexdigest(), any(seed in text for seed in _SEEDS), files.may_forget_decorator(text),
                     _imported_modules(text))
     return _texts[path][1:]
 
