@@ -256,6 +256,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=4242)
     parser.add_argument("--cases", type=int, default=10000)
+    parser.add_argument("--start", type=int, default=0,
+                        help="first case index (each case depends on the seed and its index only: "
+                             "ranges run in parallel make one campaign)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "fuzz-failures"))
     parser.add_argument("--time-limit", type=float, default=0, metavar="SECONDS",
                         help="stop after this long (wall clock) and report the cases run so far")
@@ -266,7 +269,7 @@ def main() -> int:
     failures = 0
     started = time.time()
     done = 0
-    for i in range(args.cases):
+    for i in range(args.start, args.cases):
         if args.time_limit and time.time() - started > args.time_limit:
             break
         done += 1
@@ -288,7 +291,8 @@ def main() -> int:
     for kind, (n, f) in sorted(totals.items()):
         print(f"| {kind} | {n} | {f} |")
     print(f"| all | {done} | {failures} |")
-    print(f"seed {args.seed}: {done} of {args.cases} cases in {time.time() - started:.0f} s", file=sys.__stderr__)
+    print(f"seed {args.seed}: cases {args.start}..{args.start + done - 1} ({done}) in {time.time() - started:.0f} s",
+          file=sys.__stderr__)
     return 1 if failures else 0
 
 
