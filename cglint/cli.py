@@ -198,14 +198,14 @@ def _main(argv: list[str]) -> int:
 
 
 def _fail(message: str) -> int:
-    from cglint.report import printable  # file names and messages may come from the tree
+    from cglint.escape import printable  # file names and messages may come from the tree
 
     print(f"cglint: error: {printable(message)}", file=sys.stderr)
     return EXIT_ERROR
 
 
 def _warn(message: str) -> None:
-    from cglint.report import printable
+    from cglint.escape import printable
 
     print(f"cglint: warning: {printable(message)}", file=sys.stderr)
 
@@ -214,13 +214,17 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
-def _run(argv: list[str] | None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # Only options are rewritten: after `--` every argument is a path, whatever it looks like.
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line's arguments (`--runtime=all` as `--runtime-scope all`); a usage error exits 2.
+    Only options are rewritten: after `--` every argument is a path, whatever it looks like."""
     end = argv.index("--") if "--" in argv else len(argv)
     argv = [a.replace("--runtime=", "--runtime-scope=", 1) if a.startswith("--runtime=") and i < end else a
             for i, a in enumerate(argv)]
-    args = build_parser().parse_args(argv)
+    return build_parser().parse_args(argv)
+
+
+def _run(argv: list[str] | None) -> int:
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
     from cglint import config, engine, files
 
     if args.explain:
@@ -284,8 +288,11 @@ def _run(argv: list[str] | None) -> int:
     import importlib.util
 
     if args.runtime and importlib.util.find_spec("tensorflow") is None:  # children run in this interpreter
-        return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours): "
-                     "pip install tensorflow, or tensorflow-cpu")
+        # The pip line is run as printed by tests/test_install_recipes.py.
+        import shlex
+
+        return _fail("--runtime needs TensorFlow in this environment (cglint installs none, to keep yours); "
+                     f"the CPU wheel: {shlex.quote(sys.executable)} -m pip install tensorflow-cpu")
     fixing = args.fix or args.diff
     exempt = _recorded_by_baseline(args, settings) if fixing else None
     if isinstance(exempt, int):
@@ -301,7 +308,8 @@ def _run(argv: list[str] | None) -> int:
     from cglint import cache as caching
 
     if caching.usable_for(fixing=fixing, runtime=bool(args.runtime), add_noqa=args.add_noqa,
-                          output_format=args.output_format, unused_noqa=args.report_unused_noqa):
+                          output_format=args.output_format,
+                          unused_noqa=args.report_unused_noqa or "CG100" in settings.codes):
         from cglint import batch
 
         def failed(path: str, exc: Exception) -> None:
@@ -422,8 +430,9 @@ def _show_settings(path: str, settings, args) -> int:
 
 
 def _with_unused_noqa(rules, args):
-    """--report-unused-noqa: CG100 joins the rules (the engine runs it after the others)."""
-    if not args.report_unused_noqa:
+    """--report-unused-noqa: CG100 joins the rules (the engine runs it after the others), as
+    `--extend-select CG100` makes it join them."""
+    if not args.report_unused_noqa or "CG100" in rules:
         return rules
     from cglint.rules.cg100_unused_noqa import UnusedNoqa
 

@@ -47,6 +47,8 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 _KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "runtime", "baseline",
          "tensorflow-aliases")
 _RUNTIME_KEYS = ("timeout", "rtol", "atol", "probes", "order", "memory-limit")
+# The settings by table, for the command line's tip on an option that is a setting (`--rtol`).
+SETTING_NAMES = {"tool.cglint": _KEYS, "tool.cglint.runtime": _RUNTIME_KEYS}
 
 
 class ConfigError(ValueError):
@@ -138,7 +140,7 @@ class Settings:
     @property
     def codes(self) -> list[str]:
         """The codes selected for every file (before per-file-ignores); imports no rule."""
-        from cglint.rules import CODES, select_codes
+        from cglint.rules import CODES, OPT_IN, select_codes
 
         chosen = set(CODES)
         for layer in self.layers:
@@ -148,7 +150,7 @@ class Settings:
                 chosen |= set(select_codes(list(layer.extend_select)))
             if layer.ignore:
                 chosen -= set(select_codes(list(layer.ignore)))
-        return [c for c in CODES if c in chosen]
+        return [c for c in (*CODES, *OPT_IN) if c in chosen]  # CG100 when selected by its code
 
     def codes_for(self, path: str | os.PathLike[str]) -> list[str]:
         """The codes to check in `path`: the selection minus its per-file-ignores."""
@@ -239,7 +241,7 @@ def _warn_once(message: str) -> None:
     language server's log, pytest's)."""
     if message not in _WARNED:
         _WARNED.add(message)
-        from cglint.report import printable
+        from cglint.escape import printable
 
         print(f"cglint: warning: {printable(message)}", file=sys.stderr)
 

@@ -211,7 +211,7 @@ def analyse(module, source: str, path: str, rules: list, *, apply_noqa: bool = T
                                where.end.column + 1, finding.message)
             diag.fix = finding.fix
             diags.append(diag)
-    kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+    kept, warnings = suppressed(diags, source) if apply_noqa else (_sorted(diags), [])
     if unused_noqa:
         from cglint.rules import cg100_unused_noqa
 
@@ -270,7 +270,7 @@ def _syntax_error(path: str, source: str, rules: list[type[Rule]], line: int, co
     diags = []
     if SyntaxErrorRule in rules:
         diags.append(_diagnostic(path, SyntaxErrorRule, line, column, line, column + 1, message))
-    kept, warnings = _unsuppressed(diags, source) if apply_noqa else (_sorted(diags), [])
+    kept, warnings = suppressed(diags, source) if apply_noqa else (_sorted(diags), [])
     return FileResult(path, source, kept, parsed=False, warnings=warnings)
 
 
@@ -381,7 +381,7 @@ def _diagnostic(path: str, rule: type[Rule], line: int, col: int, end_line: int,
                       name=rule.name, severity=rule.severity, message=message)
 
 
-def _unsuppressed(diags: list[Diagnostic], source: str) -> tuple[list[Diagnostic], list[str]]:
+def suppressed(diags: list[Diagnostic], source: str) -> tuple[list[Diagnostic], list[str]]:
     from cglint.rules import CODES, OPT_IN
 
     return noqa.apply(diags, source, {*CODES, *OPT_IN})

@@ -47,8 +47,8 @@ class Plugin:
         # The CLI's parser for every directive, so both honour the same spellings.
         kept, _ = (noqa.apply(result.diagnostics, source, (), line_noqa=not self.disable_noqa)
                    if result.diagnostics else ([], []))
-        for d in kept:
-            yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
+        for d in kept:  # one line, the title: the details are `cglint`'s text output and `--explain`
+            yield d.line, d.column - 1, f"{d.code} {' '.join(d.title.split())}", type(self)
 
     def _rules(self) -> Any:
         """The rules `cglint` would run on this file: [tool.cglint] in the nearest

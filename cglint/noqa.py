@@ -27,7 +27,7 @@ from cglint.diagnostics import Diagnostic
 from cglint.source import line_col, split_lines
 
 _CODES = r"[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*"
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>" + _CODES + r"))?", re.IGNORECASE)
+NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>" + _CODES + r"))?", re.IGNORECASE)
 _FILE_NOQA = re.compile(r"^[ \t\f]*#\s*cglint\s*:\s*noqa\b(?P<rest>.*)$", re.IGNORECASE | re.MULTILINE)
 # Matched against the rest of the comment stripped of blanks (blanks on both sides of an optional
 # group would be split between them in every way: quadratic in a line of blanks).
@@ -48,7 +48,7 @@ def suppressions(line: str) -> frozenset[str] | None:
     """Codes suppressed on a source line: None for none, ALL for a bare `# noqa`."""
     if "noqa" not in line.lower() or "#" not in line:
         return None
-    match = _NOQA.search(line, line.index("#"))
+    match = NOQA.search(line, line.index("#"))
     if match is None:
         return None
     codes = match.group("codes")
@@ -261,7 +261,7 @@ def unused_noqa(source: str, diags: Iterable[Diagnostic], checked: Iterable[str]
 
 
 def _ordered(comment: str) -> list[str]:
-    match = _NOQA.search(comment)
+    match = NOQA.search(comment)
     return list(dict.fromkeys(_split(match.group("codes")))) if match and match.group("codes") else []
 
 
@@ -269,7 +269,7 @@ def without_codes(comment: str, drop: Iterable[str]) -> str:
     """The comment with `drop` removed from its `# noqa: ...` (the whole `# noqa` when no
     code is left); '' when nothing of the comment remains."""
     drop = {c.upper() for c in drop}
-    match = _NOQA.search(comment)
+    match = NOQA.search(comment)
     if match is None or not match.group("codes"):
         return comment
     kept = [c for c in re.split(r"[\s,]+", match.group("codes")) if c and c.upper() not in drop]
@@ -330,7 +330,7 @@ def noqa_edit(source: str, line: int, codes: Iterable[str], blocked: set[int] | 
         missing = [c for c in sorted(set(codes)) if c not in existing]
         if not missing:
             return None
-        match = _NOQA.search(text, text.index("#"))
+        match = NOQA.search(text, text.index("#"))
         assert match is not None and match.group("codes")
         end = match.end("codes")
         return end, end, "".join(f", {c}" for c in missing)

@@ -46,6 +46,13 @@ def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module
     statements = list(_statements(tree.body))
     imports = _reach(_imports(statements), tensorflow_aliases, tree, source)
     imports_tf = any(q == "tensorflow" or q.startswith("tensorflow.") for q in imports.values())
+    # `custom_grad = tf.custom_gradient` at module level: `@custom_grad` is the wrapper (as the
+    # model's module aliases say; over-approximated: a name bound twice still counts here)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.Attribute, ast.Name)):
+            qualname = _qualname(stmt.value, imports)
+            if qualname in _WRAPPERS:
+                imports.update({t.id: qualname for t in stmt.targets if isinstance(t, ast.Name)})
     # Only statements on lines that mention custom_gradient can call it; walking just their
     # expressions keeps this scan a small fraction of a full tree walk.
     mention = {i for i, line in enumerate(pysource.split_lines(source), 1) if "custom_gradient" in line}

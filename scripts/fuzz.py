@@ -13,7 +13,7 @@ overlap; fixes compile and are idempotent; `--add-noqa` suppresses what it says)
   share of the examples, default 5%: generating them is slow);
 - hostile environments (`--trust`, a share of the examples, default 20%; tests/fuzz/trust.py):
   symlinks in and out of the tree, hostile configuration and caches, stdin in every encoding,
-  hostile notebook JSON, each run through the CLI and checked against the README's threat model.
+  hostile notebook JSON, each run through the CLI and checked against the threat model (docs/threat-model.md).
 
 Each failing input is written to `--out` (default: a temporary directory) with the property it
 broke as soon as it is found (a worker writes it before going on), and progress is printed every

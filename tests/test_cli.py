@@ -204,6 +204,56 @@ def test_unknown_option_is_a_short_error_with_a_tip():
     assert run.returncode == 2 and "tip: a similar option exists: '--calls'" in run.stderr
 
 
+@pytest.mark.parametrize("option,tip", [
+    ("--json", "a similar option exists: '--output-format json'"),  # not '--version'
+    ("--format", "a similar option exists: '--output-format'"),
+    ("--config-file", "a similar option exists: '--config'"),
+    ("--timeout", "a similar option exists: '--runtime-timeout'"),
+    ("--colour", "a similar option exists: '--color'"),
+    ("--per-file-ignores", "'per-file-ignores' is a setting, not an option: set it under [tool.cglint] in "
+                           "pyproject.toml"),
+    ("--rtol", "'rtol' is a setting, not an option: set it under [tool.cglint.runtime] in pyproject.toml"),
+    ("--verbose", "to pass '--verbose' as a path, use '-- --verbose'"),  # not '--version'
+    ("--target-version", "to pass '--target-version' as a path, use '-- --target-version'"),
+])
+def test_an_unknown_option_gets_a_relevant_tip(option, tip):
+    run = cglint(option, "fixtures/seed/correct.py")
+    assert run.returncode == 2
+    assert run.stderr.splitlines()[2] == f"  tip: {tip}", run.stderr
+
+
+UNUSED_NOQA = """import tensorflow as tf
+
+
+@tf.custom_gradient
+def op(x):
+    def grad(dy):
+        return dy  # noqa: CG005
+
+    return x, grad
+"""
+
+
+def test_every_code_is_accepted_by_select_cg100_as_ruff_takes_ruf100(tmp_path):
+    """CG100 is selected by its code, as ruff's RUF100 (from the command line or the
+    configuration); `CG` and `ALL` keep to the catalogue, which is what they selected before."""
+    (tmp_path / "m.py").write_text(UNUSED_NOQA)
+    for args in (["--extend-select", "CG100"], ["--select", "CG005,CG100"], ["--select", "CG1", "--extend-select",
+                                                                            "CG005"]):
+        run = cglint("--no-cache", "--output-format", "concise", *args, "m.py", cwd=tmp_path)
+        assert run.returncode == 1, (args, run.stderr)
+        assert run.stdout.splitlines()[0] == "m.py:7:20: CG100 [*] Unused `noqa` directive (unused: `CG005`)", args
+    run = cglint("--no-cache", "--select", "CG100", "m.py", cwd=tmp_path)
+    assert run.returncode == 0 and run.stderr == ""  # accepted (it judges the codes of rules that ran: none)
+    run = cglint("--no-cache", "--select", "CG", "m.py", cwd=tmp_path)
+    assert run.returncode == 0 and "CG100" not in run.stdout
+    (tmp_path / "pyproject.toml").write_text('[tool.cglint]\nextend-select = ["CG100"]\n')
+    run = cglint("--no-cache", "--output-format", "concise", "m.py", cwd=tmp_path)
+    assert run.returncode == 1 and "CG100" in run.stdout, run.stdout + run.stderr
+    run = cglint("--no-cache", "--ignore", "CG100", "m.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout
+
+
 def test_check_is_accepted_as_in_ruff(tmp_path):
     (tmp_path / "m.py").write_text(BAD)
     run = cglint("check", "--output-format", "concise", "-q", ".", cwd=tmp_path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -231,4 +232,4 @@ def test_runtime_without_tensorflow_is_a_one_line_error(monkeypatch, capsys, tmp
     assert cli.main(["--runtime", str(tmp_path / "ops.py")]) == 2
     err = capsys.readouterr().err
     assert err == ("cglint: error: --runtime needs TensorFlow in this environment (cglint installs none, to keep "
-                   "yours): pip install tensorflow, or tensorflow-cpu\n")
+                   f"yours); the CPU wheel: {shlex.quote(sys.executable)} -m pip install tensorflow-cpu\n")

@@ -177,3 +177,36 @@ def test_the_plugin_lints_the_lines_flake8_read(entry_point_env):
     assert flake8_findings(run.stdout) == {("fixtures/seed/correct.py", 9, "CG005")}
     col = int(FLAKE8_LINE.search(run.stdout)["col"])
     assert col == buffer.splitlines()[8].index("tf.math.cos") + 1  # flake8's 1-based column, as cglint's
+
+
+def _messages(out: str) -> dict[tuple[str, int, int, str], str]:
+    """(path, line, column, code) -> message, from flake8 or concise lines (`[*]` dropped)."""
+    found = {}
+    for m in re.finditer(r"^(?P<path>.+?):(?P<line>\d+):(?P<col>\d+): (?P<code>CG\d+) (\[\*\] )?(?P<message>.*)$", out,
+                         re.M):
+        found[(m["path"].removeprefix("./"), int(m["line"]), int(m["col"]), m["code"])] = m["message"]
+    return found
+
+
+def test_flake8_and_concise_messages_are_one_short_line(entry_point_env):
+    """ruff's habit: one line per finding, the title only (what TensorFlow does and what to do
+    are in the text format's details, `help:` and `--explain`); over the fixtures the median
+    message is at most 100 characters, and flake8 says what concise says."""
+    from statistics import median
+
+    run = flake8("--select", "CG", "--extend-exclude", "fixtures/heldout,fixtures/heldout2", "fixtures/",
+                 env=entry_point_env)
+    from_flake8 = _messages(run.stdout)
+    concise = subprocess.run([sys.executable, "-m", "cglint", "--no-cache", "--output-format", "concise", "fixtures/"],
+                             capture_output=True, text=True, env={**ENV, "NO_COLOR": "1"}, cwd=ROOT)
+    from_concise = _messages(concise.stdout)
+    assert len(from_flake8) > 30 and len(from_concise) > 30
+    for name, messages in (("flake8", from_flake8), ("concise", from_concise)):
+        lengths = [len(m) for m in messages.values()]
+        assert median(lengths) <= 100, (name, sorted(lengths))
+    # Every line of flake8's output is a finding (no continuation lines), worded as concise words it.
+    assert len(run.stdout.splitlines()) == len(from_flake8)
+    shared = {k: m for k, m in from_flake8.items() if k in from_concise}
+    assert len(shared) > 30
+    for key, message in shared.items():
+        assert from_concise[key] == message, key

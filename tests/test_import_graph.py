@@ -194,3 +194,29 @@ def test_rules_ask_the_model_and_never_walk_the_tree(tmp_path):
     bad = tmp_path / "cg999_bad.py"
     bad.write_text("import libcst.matchers as m\nclass V(cst.CSTVisitor):\n    pass\ndef f(n):\n    return n.children\n")
     assert rule_walks(bad) == ["imports libcst.matchers", "line 2: .CSTVisitor", "line 5: .children"]
+
+
+def private_attribute_uses(root: Path) -> list[str]:
+    """`engine._helper` where `engine` is a module of the package a file imports: the same
+    coupling as importing the private name."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == root.name:
+                modules |= {a.asname or a.name for a in node.names if not a.name[:1].isupper()}
+            elif isinstance(node, ast.Import):
+                modules |= {a.asname for a in node.names if a.asname and a.name.split(".")[0] == root.name}
+        out += [f"{path.relative_to(root.parent)}:{n.lineno}: {n.value.id}.{n.attr}" for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in modules
+                and n.attr.startswith("_") and not n.attr.startswith("__")]
+    return out
+
+
+def test_no_module_uses_another_modules_private_attributes(tmp_path):
+    assert private_attribute_uses(PACKAGE) == []
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("from pkg import engine\nimport pkg.noqa as nq\nengine._run()\nnq.NOQA\nnq._x\n")
+    assert sorted(line.split(": ")[1] for line in private_attribute_uses(pkg)) == ["engine._run", "nq._x"]

@@ -1,4 +1,4 @@
-"""The README's Neovim recipe for the Neovim installed here, run as written: `nvim --headless`
+"""The Neovim recipe of docs/editor.md for the Neovim installed here, run as written: `nvim --headless`
 with the snippet as its init.lua opens a file with a finding and shows cglint's diagnostic.
 Skipped where no Neovim is installed (`.ci/run` installs Debian's)."""
 
@@ -34,7 +34,7 @@ def _version() -> tuple[int, int]:
 def _snippet(version: tuple[int, int]) -> str:
     heading = ("**Neovim** (0.11+" if version >= (0, 11) else
                "**Neovim 0.8–0.10**" if version >= (0, 8) else "**Neovim 0.7**")
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "editor.md").read_text()
     start = readme.index(heading)
     return re.search(r"```lua\n(.*?)```", readme[start:], re.S).group(1)
 

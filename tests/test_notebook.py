@@ -5,6 +5,7 @@ The fixture `fixtures/notebooks/seed_op.ipynb` is the seed's op split as a noteb
 error as output), written by `scripts/make_notebook_fixture.py`."""
 
 import json
+import re
 import shutil
 
 import jsonschema
@@ -211,16 +212,28 @@ def test_notebooks_that_are_not_python_or_not_notebooks(tmp_path):
 # ---- output formats ----------------------------------------------------------------------------
 
 
-def test_sarif_regions_carry_the_cell_and_validate(tmp_path):
+def test_sarif_regions_are_on_the_notebook_file_lines_with_the_cell_in_properties(tmp_path):
+    """As the github and gitlab formats: the region is the `.ipynb` file's line that holds the
+    code, and the cell and the position in it are properties."""
     sarif = json.loads(cli("--output-format", "sarif", NB).stdout)
     jsonschema.validate(sarif, SCHEMA)
     results = sarif["runs"][0]["results"]
     regions = [(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]) for r in results]
-    assert [(code, reg["properties"]["cell"], reg["startLine"], reg["startColumn"]) for code, reg in regions] == EXPECTED
+    props = [(code, reg["properties"]["cell"], reg["properties"]["cellLine"], reg["properties"]["cellColumn"])
+             for code, reg in regions]
+    assert props == EXPECTED
+    file_lines = NB.read_text().splitlines()
+    assert file_lines[regions[0][1]["startLine"] - 1].strip() == '"    @tf.function\\n",'
+    assert file_lines[regions[2][1]["startLine"] - 1].strip().startswith('"        yp = 1.0 / tf.square(tf.math.cos(y))')
+    assert all("startColumn" not in reg for _, reg in regions)  # the cell's columns are not the file's
+    # The same lines as the github annotations.
+    github = [int(m) for m in re.findall(r",line=(\d+),", cli("--output-format", "github", NB).stdout)]
+    assert [reg["startLine"] for _, reg in regions] == github
+    # A fix in cell coordinates is described in properties, not offered as a replacement of the file's text.
     cg004 = next(r for r in results if r["ruleId"] == "CG004")
-    (change,) = cg004["fixes"][0]["artifactChanges"]
-    assert change["replacements"][0]["deletedRegion"]["properties"] == {"cell": 4}
-    assert change["replacements"][0]["insertedContent"]["text"] == ", variables=None"
+    assert "fixes" not in cg004
+    (edit,) = cg004["properties"]["fix"]["edits"]
+    assert edit["region"]["properties"] == {"cell": 4} and edit["text"] == ", variables=None"
 
 
 def test_github_annotations_point_at_the_notebook_file_line():

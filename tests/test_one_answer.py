@@ -140,9 +140,13 @@ def _from_sarif(text: str) -> dict[str, list[Key]]:
     out: dict[str, list[Key]] = {}
     for result in json.loads(text)["runs"][0]["results"]:
         where = result["locations"][0]["physicalLocation"]
-        region = where["region"]
+        region = where.get("region", {})
+        cell = region.get("properties", result.get("properties", {}).get("cell", {}))
+        if "cell" in cell:  # a notebook: the region is on the file's lines, the cell's position in properties
+            region = {"startLine": cell["cellLine"], "startColumn": cell["cellColumn"], "endLine": cell["cellEndLine"],
+                      "endColumn": cell["cellEndColumn"]}
         out.setdefault(where["artifactLocation"]["uri"], []).append((
-            region.get("properties", {}).get("cell"), region["startLine"], region["startColumn"], region["endLine"],
+            cell.get("cell"), region["startLine"], region["startColumn"], region["endLine"],
             region["endColumn"], result["ruleId"], _message(result["message"]["text"])))
     return {p: sorted(v) for p, v in out.items()}
 
@@ -266,13 +270,14 @@ def language_server(root):
     return out
 
 
-# Text and concise reports print each finding's title on its header line (`split_message`).
-TITLE_ONLY = (cli_text, cli_concise, cli_cache_cold_text, cli_cache_warm_text)
+# Text and concise reports print each finding's title on its header line (`split_message`), and
+# flake8 the title alone.
+TITLE_ONLY = (cli_text, cli_concise, cli_cache_cold_text, cli_cache_warm_text, flake8_plugin)
 ENTRY_POINTS = [cli_text, cli_concise, cli_json, cli_sarif, cli_json_jobs_1, cli_json_jobs_2, cli_cache_cold_text,
                 cli_cache_warm_json, cli_cache_warm_text, cli_each_file, cli_stdin, flake8_plugin, language_server]
 
 
-TEXT_ENTRIES = {cli_text, cli_concise, cli_cache_cold_text, cli_cache_warm_text}
+TEXT_ENTRIES = {cli_text, cli_concise, cli_cache_cold_text, cli_cache_warm_text, flake8_plugin}
 
 
 def _titles(keys: list[Key]) -> list[Key]:

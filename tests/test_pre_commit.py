@@ -98,36 +98,33 @@ def test_pre_commit_hooks_fail_then_fix(tmp_path, head):
     assert again.stdout.count("Passed") == 2
 
 
-README = (ROOT / "README.md").read_text()
-PLACEHOLDER = "https://example.invalid/cglint"  # the README's stand-in for this repository's URL
+CI_DOC = (ROOT / "docs" / "ci.md").read_text()
+PLACEHOLDER = "https://example.invalid/cglint.git"  # the docs' stand-in for this repository's URL
 
 
-def _readme_snippet() -> str:
-    """The `.pre-commit-config.yaml` the README's "pre-commit" section shows, as written."""
+def _doc_snippet() -> str:
+    """The `.pre-commit-config.yaml` the "pre-commit" section of docs/ci.md shows, as written."""
     import re
 
-    found = re.search(r"^### pre-commit\n\n```yaml\n(.*?)^```", README, re.S | re.M)
-    assert found, "the README has no pre-commit snippet"
+    found = re.search(r"^## pre-commit\n\n```yaml\n(.*?)^```", CI_DOC, re.S | re.M)
+    assert found, "docs/ci.md has no pre-commit snippet"
     return found.group(1)
 
 
-def test_the_readme_recipe_as_written_fails_a_bad_commit_and_the_fix_hook_repairs_it(tmp_path, head):
+def test_the_documented_recipe_as_written_fails_a_bad_commit_the_fix_hook_repairs_it_and_autoupdate_moves_it(
+        tmp_path, head):
+    """docs/ci.md's recipe, with the clone's `file://` URL for the repository's (as that page
+    says), and nothing else changed: it pins a commit (there are no release tags), which
+    pre-commit installs; `pre-commit autoupdate --bleeding-edge --freeze` moves it to the newest."""
     import re
 
-    import cglint
-
-    snippet = _readme_snippet()
+    snippet = _doc_snippet()
     rev = re.search(r"^\s*rev:\s*(\S+)", snippet, re.M).group(1)
-    assert rev == f"v{cglint.__version__}", "the README's rev names this version's release tag"
-    # A clone of this repository stands where its URL would be; the release tag is there, or
-    # (a checkout whose tag is not created yet) is made in the clone at the checkout's commit.
-    hooks_repo = tmp_path / "cglint"
-    _git("clone", "-q", "--no-local", str(ROOT), str(hooks_repo), cwd=tmp_path)
-    if not _git("tag", "-l", rev, cwd=hooks_repo):
-        _git("-c", "user.name=t", "-c", "user.email=t@t", "tag", "-a", rev, "-m", f"cglint {rev}", head,
-             cwd=hooks_repo)
+    assert re.fullmatch(r"[0-9a-f]{40}", rev), "the recipe pins a commit"
+    hooks_repo = tmp_path / "cglint.git"
+    _git("clone", "-q", "--bare", "--no-local", str(ROOT), str(hooks_repo), cwd=tmp_path)
     assert snippet.count(PLACEHOLDER) == 1
-    config = snippet.replace(PLACEHOLDER, str(hooks_repo))
+    config = snippet.replace(PLACEHOLDER, f"file://{hooks_repo}")
 
     project = tmp_path / "project"
     project.mkdir()
@@ -149,9 +146,9 @@ def test_the_readme_recipe_as_written_fails_a_bad_commit_and_the_fix_hook_repair
     assert "ops.py:9:" in out and "CG005" in out, out
     assert (project / "ops.py").read_text() == BAD
 
-    # The README's alternative: the fix hook instead of the check.
+    # The recipe's alternative: the fix hook instead of the check.
     fix_line = re.search(r"^(\s*)# (- id: cglint-fix)", config, re.M)
-    assert fix_line, "the README offers the cglint-fix hook"
+    assert fix_line, "the recipe offers the cglint-fix hook"
     config = re.sub(r"^\s*- id: cglint\b(?!-).*\n", "", config, flags=re.M)
     config = config.replace(fix_line.group(0), fix_line.group(1) + fix_line.group(2))
     (project / ".pre-commit-config.yaml").write_text(config)
@@ -164,3 +161,10 @@ def test_the_readme_recipe_as_written_fails_a_bad_commit_and_the_fix_hook_repair
     status, out = sh("git", "commit", "-m", "ops")
     assert status == 0 and "Passed" in out, out
     assert sh("git", "log", "--oneline")[1].count("\n") == 1
+
+    # The documented way to move the pin: to the newest commit of the default branch.
+    status, out = sh(sys.executable, "-m", "pre_commit", "autoupdate", "--bleeding-edge", "--freeze")
+    assert status == 0, out
+    newest = _git("rev-parse", "HEAD", cwd=hooks_repo)
+    moved = (project / ".pre-commit-config.yaml").read_text()
+    assert re.search(rf"^\s*rev:\s*{newest}\b", moved, re.M), (newest == rev, moved)

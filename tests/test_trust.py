@@ -1,4 +1,4 @@
-"""The trust boundaries (README, "Threat model"): the linted tree, its configuration, caches others
+"""The trust boundaries (docs/threat-model.md): the linted tree, its configuration, caches others
 can write and notebook JSON are untrusted input; a checkout cannot make cglint hang, exhaust
 memory, write outside it, run its code, or drive the terminal. One test (at least) per rule
 and per reproducer of issue 20."""

@@ -645,8 +645,8 @@ class _Decider:
                     v, ref, e, d = results[k]
                     results[k] = (v, ref, e, f"{d}: custom = {r:.3g} x autodiff, "
                                   f"{'a sign error' if abs(r + 1) < 1e-3 else 'a constant factor missing or extra'}? "
-                                  "(a deliberate multiplier wraps an identity forward; or mark it "
-                                  "`# cglint: intentional`)")
+                                  "(a deliberate multiplier wraps an identity forward; or, if deliberate, "
+                                  "add the line `# cglint: intentional` above its def)")
             elif len(ref_mismatch) == len(bad) and self.clipping():
                 names = ", ".join(self.args[k].name for k in ref_mismatch)
                 for k in ref_mismatch:

@@ -233,7 +233,7 @@ class Analysis:
                                       positions=lambda nodes: self._positions(placed, nodes), aliases=aliases)
         if not unsuppressed.parsed:  # "nesting too deep"
             return Lint(unsuppressed, None, chunks)
-        kept, notes = engine._unsuppressed(list(unsuppressed.diagnostics), source)
+        kept, notes = engine.suppressed(list(unsuppressed.diagnostics), source)
         result = FileResult(path, source, kept, parsed=True, model=unsuppressed.model, warnings=notes)
         return Lint(result, placed, chunks)
 

@@ -175,7 +175,7 @@ def noqa_code_at(line_text: str, column: int) -> tuple[str, int, int] | None:
     (code, start column, end column), or None."""
     if "#" not in line_text:
         return None
-    match = noqa._NOQA.search(line_text, line_text.index("#"))
+    match = noqa.NOQA.search(line_text, line_text.index("#"))
     if match is None or not match.group("codes"):
         return None
     base = match.start("codes")

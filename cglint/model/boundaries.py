@@ -102,7 +102,7 @@ class BoundaryQueries:
     def _module_named(self, name: str) -> ModuleModel | None:
         memo = self.memo("_modules_memo")
         if name not in memo:
-            spec = self.project_imports.get(name)
+            spec = self.import_spec(name)
             found = None
             # a name the module defines (`from mypkg import swish`) is a binding, not a module
             if spec is not None and self.project is not None and self.path is not None and not self.imported(name):
@@ -142,7 +142,7 @@ class BoundaryQueries:
 
     def _is_imported_name(self, name: cst.Name, scope: Scope) -> bool:
         found = scope.lookup(name.value)
-        return name.value in self.project_imports and (found is None or all(v is None for v in found[1]))
+        return self.import_spec(name.value) is not None and (found is None or all(v is None for v in found[1]))
 
     def _callables_of(self, value: object, scope: Scope, depth: int) -> list[Callee]:
         if isinstance(value, (cst.FunctionDef, cst.Lambda)):
@@ -362,6 +362,9 @@ class BoundaryQueries:
                          None)]
         if isinstance(value, cst.Lambda):
             return [None]
+        if isinstance(value, cst.Attribute):  # `Ops.op` (a staticmethod), `self.op`, a record's field
+            return [next((s for s in c.model.module_sites() if s.forward is c.node), None)
+                    for c in self.callables(value, scope, depth + 1)]
         if isinstance(value, cst.Subscript):
             return [s for m, v, w in self._entries(value, scope, depth + 1) for s in m.sites_reached(v, w, depth + 1)]  # type: ignore[arg-type]
         if not isinstance(value, cst.Call) or depth >= MAX_DEPTH:

@@ -28,7 +28,7 @@ class DecoratorQueries:
 
     def _applies(self, decorator: cst.BaseExpression, scope: Scope, what: str) -> bool:
         if isinstance(decorator, cst.Name) and scope.lookup(decorator.value) is None \
-                and decorator.value not in self.project_imports:
+                and self.import_spec(decorator.value) is None:
             return False  # a builtin, TensorFlow or an installed package: never project code
         if isinstance(decorator, cst.Attribute) and not is_self(decorator.value) \
                 and self.qualname(decorator) is not None and self.module_of(decorator.value, scope) is None:

@@ -122,9 +122,30 @@ class FlowQueries:
                 if tf_op_name(self.qualname(value.func)) in MULTI_OUTPUT_OPS:
                     return None
                 counts.add(1)
+            elif isinstance(value, cst.Call) and (fields := self._namedtuple_fields(value.func, scope)) is not None:
+                # `RouterOutput(weights, aux_loss)`: TensorFlow's nest flattens a namedtuple field
+                # by field (a dataclass it does not); every field must be given
+                if any(a.star for a in value.args) or len(value.args) != len(fields):
+                    return None
+                parts = [self.flat_count(a.value, scope, depth + 1, params) for a in value.args]
+                if None in parts:
+                    return None
+                counts.add(sum(parts))  # type: ignore[arg-type]
             else:
                 return None
         return counts.pop() if len(counts) == 1 else None
+
+    def _namedtuple_fields(self, func: cst.BaseExpression, scope: Scope) -> list[str] | None:
+        """The fields of the namedtuple class `func` denotes (`collections.namedtuple("P", [...])`
+        or a `typing.NamedTuple` subclass, in the project), else None."""
+        for model, value, where in self.values(func, scope):
+            if isinstance(value, cst.ClassDef):
+                if not any((model.qualname(b.value) or "").endswith("NamedTuple") for b in value.bases):
+                    return None
+            elif not (isinstance(value, cst.Call) and (model.qualname(value.func) or "").endswith("namedtuple")):
+                return None
+            return model._fields(func if model is self else value, where, 0) if model is self else None
+        return None
 
     # ---- counting as TensorFlow counts -----------------------------------------------------
     # TensorFlow flattens the positional arguments of each call (`nest.flatten(args)`): a list
@@ -196,11 +217,17 @@ class FlowQueries:
             total += nested if nested is not None else 1
         return total
 
-    def param_counts(self, site: GradientSite) -> dict[int, int | None]:
+    def param_counts(self, site: GradientSite, guessed: bool = True) -> dict[int, int | None]:
         """`input_counts` keyed by `id` of each input's binding in the forward's scope, as
-        `flat_count(params=...)` takes it."""
+        `flat_count(params=...)` takes it. Without `guessed`, an input no call describes counts
+        as unknown (None) rather than one tensor: an output that is that input has no known count."""
         out: dict[int, int | None] = {}
-        for param, count in zip(site.input_params, self.input_counts(site)):
+        counts = self.input_counts(site)
+        unknown = set() if guessed else {n for n in self.__dict__["_input_counts"][id(site)][1]
+                                         if not _used_as_tensor(self, site, n)}
+        for param, count in zip(site.input_params, counts):
+            if param.name.value in unknown:
+                count = None
             for value in site.scope.bindings.get(param.name.value, []):
                 if isinstance(value, Param) and value.node is param:
                     out[id(value)] = count
@@ -212,7 +239,8 @@ class FlowQueries:
     # argument holds when the source says it is a plain Python value.
 
     def python_value(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> str | None:
-        """`"number"`, `"bool"`, `"string"`, `"None"` or `"callable"` when every value `expr`
+        """`"number"` (an int, or a number that may be one), `"float"` (a Python float on every
+        path), `"bool"`, `"string"`, `"None"` or `"callable"` when every value `expr`
         may hold is that Python value: a literal (`16`, `-0.5`, `"same"`, `None`), a lambda, def
         or class, a TensorFlow / Keras function (`tf.nn.relu`, `keras.activations.gelu`),
         `int(...)`/`len(...)`-style builtins, a name bound only to those, a parameter annotated
@@ -228,10 +256,12 @@ class FlowQueries:
             kinds.add(kind)
         if not kinds:
             return None
-        return kinds.pop() if len(kinds) == 1 else "Python value"
+        return _one_kind(kinds)
 
     def _python_kind(self, value: Binding, scope: Scope, depth: int) -> str | None:
-        if isinstance(value, (cst.Integer, cst.Float, cst.Imaginary)):
+        if isinstance(value, cst.Float):
+            return "float"
+        if isinstance(value, (cst.Integer, cst.Imaginary)):
             return "number"
         if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
             return "string"
@@ -240,22 +270,31 @@ class FlowQueries:
         if isinstance(value, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
             return "callable"
         if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, (cst.Minus, cst.Plus)):
-            return "number" if self._python_kind(value.expression, scope, depth + 1) == "number" else None
+            kind = self._python_kind(value.expression, scope, depth + 1)
+            return kind if kind in _NUMBERS else None
         if isinstance(value, cst.BinaryOperation):
             left = self.python_value(value.left, scope, depth + 1)
             right = self.python_value(value.right, scope, depth + 1)
-            return "number" if left == right == "number" else None
+            if left not in _NUMBERS or right not in _NUMBERS:
+                return None
+            # int op int stays an int except true division; anything with a float is a float
+            return "float" if "float" in (left, right) or isinstance(value.operator, cst.Divide) else "number"
         if isinstance(value, Param):
             return self._python_param(value)
         if isinstance(value, cst.Call):
             func = value.func
             if isinstance(func, cst.Name) and func.value in _PYTHON_BUILTINS and scope.lookup(func.value) is None \
                     and func.value not in self.imports:
+                if func.value == "round" and len(value.args) > 1:
+                    return "float"  # round(x, n) keeps a float
                 return _PYTHON_BUILTINS[func.value]
             return None
         if isinstance(value, cst.Attribute):
             if is_self(value.value):
                 return self._python_attribute(value, scope, depth)
+            field = self._record_field_kind(value, scope, depth)
+            if field is not None:
+                return field
             qualname = self.qualname(value)
             if qualname is not None and is_function_name(qualname):
                 return "callable"
@@ -267,14 +306,14 @@ class FlowQueries:
             names = self.reads_in(annotation.annotation)
             kinds = {_ANNOTATION_KINDS.get(n.value) for n in names}
             if names and None not in kinds:
-                return kinds.pop() if len(kinds) == 1 else "Python value"
+                return _one_kind(kinds)
             return None
         # A layer's configuration: `def __init__(self, bits=8)`, stored as `self.bits = bits`.
         owners = self._bound_names.get(id(param), [])
         fn = owners[0][0].node if owners else None
         if isinstance(fn, cst.FunctionDef) and fn.name.value == "__init__" and param.node.default is not None:
             kind = self._python_kind(param.node.default, owners[0][0], 6)
-            return kind if kind in ("number", "string", "bool") else None
+            return kind if kind in ("number", "float", "string", "bool") else None
         return None
 
     def _python_attribute(self, attr: cst.Attribute, scope: Scope, depth: int) -> str | None:
@@ -290,7 +329,63 @@ class FlowQueries:
             if kind is None:
                 return None
             kinds.add(kind)
-        return kinds.pop() if len(kinds) == 1 else "Python value"
+        return _one_kind(kinds)
+
+    def _record_field_kind(self, attr: cst.Attribute, scope: Scope, depth: int) -> str | None:
+        """`cfg.bits` / `self.config.bits` where every value `cfg` may hold is an instance of a
+        record class of the project (a dataclass, a `NamedTuple`) whose field `bits` is annotated
+        with a Python type (`bits: int = 4`): the field's kind."""
+        if depth > 4:
+            return None
+        classes = self._instance_classes(attr.value, scope, depth)
+        kinds = set()
+        for model, cls in classes or []:
+            kind = model._field_annotation_kind(cls, attr.attr.value)
+            if kind is None:
+                return None
+            kinds.add(kind)
+        return _one_kind(kinds) if kinds else None
+
+    def _instance_classes(self, expr: cst.BaseExpression, scope: Scope, depth: int):
+        """The project classes of which `expr` holds an instance, when every value says so
+        (a constructor call, a parameter defaulting to one, `self.x` set only from those)."""
+        if is_self_attr(expr):
+            cls = scope.enclosing_class()
+            values = cls.attributes.get(expr.attr.value, []) if cls is not None else []
+            if not values:
+                return None
+            out = []
+            for value in values:
+                where = self._scope_reading(value, cls) if isinstance(value, cst.Name) else cls
+                found = self._instance_classes(value, where, depth + 1) if where is not None else None
+                if not found:
+                    return None
+                out += found
+            return out
+        out = []
+        for value in self.resolve(expr, scope):
+            if isinstance(value, Param):
+                default = value.node.default
+                if default is None:
+                    return None
+                value = default
+            if not isinstance(value, cst.Call):
+                return None
+            classes = [(m, v) for m, v, _ in self.values(value.func, scope) if isinstance(v, cst.ClassDef)]
+            if len(classes) != 1:
+                return None
+            out += classes
+        return out or None
+
+    @staticmethod
+    def _field_annotation_kind(cls: cst.ClassDef, name: str) -> str | None:
+        for stmt in cls.body.body:
+            if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.AnnAssign):
+                ann = stmt.body[0]
+                if isinstance(ann.target, cst.Name) and ann.target.value == name:
+                    a = ann.annotation.annotation
+                    return _ANNOTATION_KINDS.get(a.value) if isinstance(a, cst.Name) else None
+        return None
 
     @staticmethod
     def _scope_reading(name: cst.Name, cls: Scope) -> Scope | None:
@@ -360,11 +455,53 @@ class _StructureUse(Walker):
 
 
 # Builtins whose result is a plain Python value, for `python_value`.
-_PYTHON_BUILTINS = {"int": "number", "float": "number", "round": "number", "len": "number", "abs": None,
+_NUMBERS = ("number", "float")
+
+
+def is_self_attr(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+class _TensorUse(cst.CSTVisitor):
+    """Whether a name is an operand of arithmetic or an argument of a TensorFlow / Keras op."""
+
+    def __init__(self, model: ModuleModel, name: str) -> None:
+        self.model, self.name, self.found = model, name, False
+
+    def _is(self, expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Name) and expr.value == self.name
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if self._is(node.left) or self._is(node.right):
+            self.found = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualname = self.model.qualname(node.func) or ""
+        if qualname.startswith(("tensorflow.", "keras.")) and any(self._is(a.value) for a in node.args):
+            self.found = True
+
+
+def _used_as_tensor(model: ModuleModel, site: GradientSite, name: str) -> bool:
+    """The forward or a grad fn uses input `name` as one tensor (`2 * x`, `tf.tan(x)`): the count
+    of one that no call states is then a fair reading of the code, not a guess about a structure."""
+    visitor = _TensorUse(model, name)
+    site.forward.visit(visitor)
+    return visitor.found
+
+
+
+def _one_kind(kinds: set) -> str:
+    """The kind of a value that may be any of `kinds`: an int-or-float is a number (an int on
+    some path); any other mix is just a Python value."""
+    if kinds <= {"number", "float"} and len(kinds) == 2:
+        return "number"
+    return next(iter(kinds)) if len(kinds) == 1 else "Python value"
+
+_PYTHON_BUILTINS = {"int": "number", "float": "float", "round": "number", "len": "number", "abs": None,
                     "str": "string", "bool": "bool", "repr": "string"}
 _PYTHON_BUILTINS = {k: v for k, v in _PYTHON_BUILTINS.items() if v is not None}
 # Annotations naming a plain Python type (`bits: int`, `activation: Callable`).
-_ANNOTATION_KINDS = {"int": "number", "float": "number", "complex": "number", "bool": "bool", "str": "string",
+_ANNOTATION_KINDS = {"int": "number", "float": "float", "complex": "number", "bool": "bool", "str": "string",
                      "Callable": "callable", "typing": "Python value", "collections": "Python value",
                      "abc": "Python value"}
 
@@ -373,7 +510,32 @@ def kind_of(model: ModuleModel, expr: cst.BaseExpression | None, scope: Scope) -
     """Classify a value by its source: a list (literal, comprehension, `list(...)`, concatenation
     of lists), a tuple literal, a callable (lambda or def), `None`, a tensor (a TensorFlow op,
     arithmetic, a parameter), or unknown. A name bound to several kinds is unknown."""
-    kinds = {_kind(model, v) for v in model.resolve(expr, scope)}
+    return _kind_of(model, expr, scope, 0)
+
+
+def _kind_of(model: ModuleModel, expr: cst.BaseExpression | None, scope: Scope, depth: int) -> str:
+    kinds = set()
+    for v in model.resolve(expr, scope):
+        kind = _kind(model, v)
+        if kind == UNKNOWN and isinstance(v, cst.Call) and depth < 3:
+            kind = _returned_kind(model, v, scope, depth)
+        kinds.add(kind)
+    return kinds.pop() if len(kinds) == 1 else UNKNOWN
+
+
+def _returned_kind(model: ModuleModel, call: cst.Call, scope: Scope, depth: int) -> str:
+    """What a call of a project function gives, when every function the callee may be returns
+    the same kind (`_weight_grads(x, g)` whose body returns a lambda: a callable)."""
+    kinds = set()
+    for callee in model.callables(call.func, scope):
+        node = callee.node
+        if isinstance(node, cst.Lambda):
+            kinds.add(_kind_of(callee.model, node.body, callee.scope, depth + 1))
+            continue
+        returns = [r.value for r in callee.scope.returns if r.value is not None]
+        if not returns:
+            return UNKNOWN
+        kinds.update(_kind_of(callee.model, r, callee.scope, depth + 1) for r in returns)
     return kinds.pop() if len(kinds) == 1 else UNKNOWN
 
 
@@ -391,6 +553,8 @@ def _kind(model: ModuleModel, value: Binding) -> str:
     if isinstance(value, cst.Call):
         if isinstance(value.func, cst.Name) and value.func.value == "list":
             return LIST
+        if isinstance(value.func, cst.Name) and value.func.value == "tuple":
+            return TUPLE
         return TENSOR if tf_op_name(model.qualname(value.func)) is not None else UNKNOWN
     if isinstance(value, cst.BinaryOperation):
         if isinstance(value.operator, cst.Add) and isinstance(value.left, (cst.List, cst.ListComp)):

@@ -136,7 +136,15 @@ class ModuleIndex:
         if isinstance(func, cst.Name):
             found = scope.lookup(func.value)
             hits = [index[k] for k in ((func.value, id(v)) for v in found[1]) if k in index] if found else []
-            return min(hits, key=lambda hit: hit[0])[1] if hits else None
+            if hits:
+                return min(hits, key=lambda hit: hit[0])[1]
+            if not found or not any(isinstance(v, (cst.Attribute, cst.Subscript, cst.Call)) for v in found[1]):
+                return None
+            # `op = Ops.op`, `op = ops.op`, `op = TABLE["op"]`: the name denotes a site elsewhere
+            reached = self.sites_reached(func, scope)
+            if reached and all(s is not None and (imported or s.model is self) for s in reached):
+                return reached[0]
+            return None
         if isinstance(func, cst.Attribute) and is_self(func.value):
             owner = scope.enclosing_class()
             hit = index.get(("self." + func.attr.value, id(owner))) if owner is not None else None

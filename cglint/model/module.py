@@ -16,6 +16,7 @@ from cglint.model.boundaries import BoundaryQueries
 from cglint.model.decorators import DecoratorQueries
 from cglint.model.flow import FlowQueries
 from cglint.model.index import ModuleIndex
+from cglint.model.resolve import ResolveQueries
 from cglint.model.scopes import Binding, Scope, Collector, ReadsIn, reach_imports
 from cglint.model.sites import Helper, SiteDiscovery
 from cglint.model.tables import TableQueries
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, TableQueries, DecoratorQueries,
-                  ModuleIndex):
+                  ResolveQueries, ModuleIndex):
     """Everything the rules may ask about one module."""
 
     def __init__(self, module: cst.Module, tensorflow_aliases: tuple[str, ...] = (), *, project: Project | None = None,
@@ -45,6 +46,7 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         collector.walk(module)
         self.imports: dict[str, str] = reach_imports(collector.imports, tensorflow_aliases, collector.root)
         self.project_imports = collector.project_imports
+        self.star_imports = collector.star_imports
         self.root: Scope = collector.root
         self.scope_of: dict[cst.CSTNode, Scope] = collector.scope_of
         self.decorated: list[tuple[cst.FunctionDef, Scope]] = collector.defs
@@ -63,6 +65,9 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         # The imports are complete from here on: qualified names can be remembered per node
         # (kept with the node, so an id is never reused while its entry lives).
         self._qualnames: dict[int, tuple[cst.CSTNode, str | None]] = {}
+        # Module-level aliases of imported things, bound once (`custom_grad = tf.custom_gradient`,
+        # `K = keras.ops`): a name spelled so is the thing it aliases.
+        self.aliases: dict[str, str] = self._module_aliases()
         self.sites: list[GradientSite] = self._find_sites() if sites else []
 
     @property
@@ -132,10 +137,29 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         while isinstance(expr, cst.Attribute):
             parts.append(expr.attr.value)
             expr = expr.value
-        if not isinstance(expr, cst.Name) or expr.value not in self.imports:
+        if not isinstance(expr, cst.Name):
             return None
-        parts.append(self.imports[expr.value])
+        base = self.imports.get(expr.value)
+        if base is None:
+            base = self.__dict__.get("aliases", {}).get(expr.value)
+            if base is None:
+                return None
+        parts.append(base)
         return normalize(".".join(reversed(parts)))
+
+    def _module_aliases(self) -> dict[str, str]:
+        """`name = <dotted import>` made once at module level, the name never imported."""
+        out: dict[str, str] = {}
+        for name, values in self.root.bindings.items():
+            if name in self.imports or len(values) != 1 or not isinstance(values[0], (cst.Attribute, cst.Name)):
+                continue
+            order = self.root.order.get(name, [])
+            if not order or not order[0][1]:
+                continue  # bound under an if / try: not always the alias
+            qualname = self._qualname(values[0])
+            if qualname is not None:
+                out[name] = qualname
+        return out
 
     def resolve(self, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> list[Binding]:
         """What an expression may hold: names are followed through assignments (all of them,
@@ -160,23 +184,16 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         return [expr]
 
     def helper(self, expr: cst.BaseExpression | None, scope: Scope) -> Helper | None:
-        """The function a name (or a call's callee) refers to in `scope`, when the name is bound
-        to exactly one def there: `dtan` in `dtan(y)` -> `def dtan(a): ...`, in this module or,
-        imported (`from .derivatives import dtan`), in another module of the project."""
-        if not isinstance(expr, cst.Name):
+        """The function a callee denotes, when it is exactly one def (`denote`): `dtan` in
+        `dtan(y)`, `deriv.dtan` after `from . import deriv`, `ops.Cls.dtan` (a staticmethod),
+        `PRIMES["tan"]`, `functools.partial`-free factories' results, in this module or another
+        module of the project. None when it may be several functions or is unknown."""
+        if expr is None:
             return None
         owner = self._owner_of(expr)
         if owner is not None:
             return owner.helper(expr, scope)
-        if scope.lookup(expr.value) is None and expr.value in self.project_imports:
-            found = [(owner, v) for owner, v in self.imported(expr.value)
-                     if isinstance(v, cst.FunctionDef) and v in owner.scope_of]
-            return Helper(found[0][1], found[0][0].scope_of[found[0][1]], found[0][0]) if len(found) == 1 else None
-        defs = [v for v in self.resolve(expr, scope) if isinstance(v, cst.FunctionDef) and v in self.scope_of]
-        if len(defs) != 1:
-            return None
-        node = defs[0]
-        return Helper(node, self.scope_of[node], self)
+        return self.helper_from_denotation(expr, scope)
 
     # ---- module-level questions ----------------------------------------------------------
 
@@ -184,7 +201,7 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         """What a name this module imports from another module of the project is bound to
         there, with that module's model (`from .state import kernel` -> `kernel = tf.Variable(...)`
         in state.py); empty for anything else (TensorFlow, installed packages, no project)."""
-        spec = self.project_imports.get(name)
+        spec = self.import_spec(name)
         if self.project is None or self.path is None or spec is None or spec[2] is None:
             return []
         memo = self.memo("_imported")
@@ -192,6 +209,24 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
             memo[name] = self.project.symbol(self.path, spec, self.dependencies)
             for model, _ in memo[name]:
                 self._touch(model)
+        return memo[name]
+
+    def import_spec(self, name: str) -> tuple[int, str, str | None] | None:
+        """How this module imports `name` from a module that may be the project's: its own
+        import of the name, else a star import (`from .ops import *`) of a project module that
+        defines or re-exports it. None when the module does not import it."""
+        spec = self.project_imports.get(name)
+        if spec is not None or not self.star_imports or self.project is None or self.path is None \
+                or any(v is not None for v in self.root.bindings.get(name, ())):
+            return spec
+        memo = self.memo("_star_memo")
+        if name not in memo:
+            memo[name] = None
+            for level, module in reversed(self.star_imports):  # the last star import wins
+                candidate = (level, module, name)
+                if self.project.symbol(self.path, candidate, self.dependencies):
+                    memo[name] = candidate
+                    break
         return memo[name]
 
     def memo(self, name: str) -> dict:

@@ -29,6 +29,7 @@ _OP_NAMESPACES = (
     "keras.ops.",
     "keras.src.activations.",
     "keras.src.ops.",
+    "tensorflow.experimental.numpy.",  # NumPy's names for the same maths (`tnp.arcsinh`)
     "tensorflow.quantization.",
     "keras.quantizers.",
     "tensorflow.",

@@ -94,7 +94,7 @@ class Project:
         values = model.root.visible(name, None)
         if values:
             return [(model, v) for v in values if v is not None]
-        again = model.project_imports.get(name)
+        again = model.import_spec(name)
         if again is not None:  # a re-export: `from .state import kernel` in `__init__.py`
             return self.symbol(path, again, seen, depth + 1)  # type: ignore[arg-type]
         return []

@@ -235,6 +235,8 @@ class Collector(Walker):
         self.imports: dict[str, str] = {}
         # Every import as the project index resolves it: local name -> (level, module, name).
         self.project_imports: dict[str, tuple[int, str, str | None]] = {}
+        # `from .m import *` at module level: (level, module), in source order.
+        self.star_imports: list[tuple[int, str]] = []
         self.root = Scope(node=cst.Module(body=[]), parent=None)
         self.stack: list[Scope] = [self.root]
         self.scope_of: dict[cst.CSTNode, Scope] = {}
@@ -289,6 +291,8 @@ class Collector(Walker):
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if isinstance(node.names, cst.ImportStar) and self.scope is self.root:
+            self.star_imports.append((len(node.relative), _dotted(node.module) if node.module is not None else ""))
         if not isinstance(node.names, cst.ImportStar):
             module = _dotted(node.module) if node.module is not None else ""
             for alias in node.names:

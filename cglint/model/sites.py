@@ -3,7 +3,6 @@ their grad fns and what each returns."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
@@ -19,7 +18,6 @@ from cglint.names import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT
 if TYPE_CHECKING:
     from cglint.model.module import ModuleModel
 
-_INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
 
 
 @dataclass(eq=False)
@@ -142,7 +140,7 @@ class GradientSite:
     def output_count(self) -> int | None:
         """Number of flattened outputs, when every return agrees and the count is literal (an
         input returned as an output flattens as the input does: `input_counts`)."""
-        params = self.model.param_counts(self)
+        params = self.model.param_counts(self, guessed=False)
         counts = {self.model.flat_count(y, self.scope, params=params) for y in self.outputs}
         return counts.pop() if len(counts) == 1 else None
 
@@ -191,21 +189,12 @@ class GradientSite:
 
     @property
     def declared_intentional(self) -> bool:
-        """`# cglint: intentional` on the forward's def line or in the comments directly above it
-        (the module's header, where the def is the file's first statement): a gradient meant to
-        differ from the derivative."""
-        fn, module = self.forward, self.model.module
-        if not isinstance(fn, cst.FunctionDef):
-            return False
-        above = []
-        lines = [*module.header, *fn.leading_lines] if module.body and module.body[0] is fn else fn.leading_lines
-        for line in reversed(lines):
-            if line.comment is None:
-                break
-            above.append(line.comment.value)
-        header = getattr(fn.body, "header", None)
-        comments = [*above, *([header.comment.value] if header is not None and header.comment else [])]
-        return any(_INTENTIONAL.match(c) for c in comments)
+        """`# cglint: intentional` where cglint.directives reads it (above the forward, on its
+        decorator and `def` lines, or at the end of a `return` line of the forward or its grad
+        fn or of the grad fn's `def`): a gradient meant to differ from the derivative."""
+        from cglint import directives
+
+        return directives.of_tree(self.forward, self.model.module, [g.node for g in self.grad_fns]).intentional
 
     def is_named_by(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """Whether the name `expr` (in `scope`) is this custom-gradient function. A decorated def

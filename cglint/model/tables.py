@@ -240,7 +240,7 @@ class TableQueries:
         `@property`, `@functools.wraps(f)`)."""
         func = decorator.func if isinstance(decorator, cst.Call) else decorator
         if isinstance(func, cst.Name):
-            return scope.lookup(func.value) is not None or func.value in self.project_imports
+            return scope.lookup(func.value) is not None or self.import_spec(func.value) is not None
         if isinstance(func, cst.Attribute):
             return self.qualname(func) is None or self.module_of(func.value, scope) is not None
         return False

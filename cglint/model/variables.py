@@ -299,7 +299,33 @@ class VariableQueries:
                         if weight in KERAS_WEIGHT_ATTRIBUTES:  # `self.dense.kernel`: that weight
                             var = replace(var, name=f"{var.name}.{weight}", exact=True)
                     found.setdefault(var.name, var)
+            for call in scope.calls:  # what the project functions it calls read while it runs
+                for var in self._read_by_callees(call, scope, site, 0):
+                    found.setdefault(var.name, var)
         return list(found.values())
+
+    def _read_by_callees(self, call: cst.Call, scope: Scope, site: GradientSite, depth: int) -> list[Variable]:
+        """Variables read by the project functions `call` may run (`self._project(h)` reading
+        `self.w`, `params.temperature()` reading a module variable of another module), and by
+        those they call, two calls deep. Functions nested in the forward are walked already."""
+        if depth > 1:
+            return []
+        out: list[Variable] = []
+        for callee in self.callables(call.func, scope):
+            if not isinstance(callee.node, cst.FunctionDef) or callee.scope.within(site.scope):
+                continue
+            model = callee.model
+            for inner in callee.scope.walk():
+                for name in inner.reads:
+                    if inner.lookup(name.value) is None:
+                        out += model._imported_weights(name.value)
+                    else:
+                        out += [v for v in model.weights(name, inner) if v.exact]
+                for attr in inner.attribute_reads:
+                    out += [v for v in model.weights(attr, inner) if v.exact]
+                for c in inner.calls:
+                    out += model._read_by_callees(c, inner, site, depth + 1)
+        return out
 
     def _imported_weights(self, name: str) -> list[Variable]:
         """The variables an imported name holds, as its defining module says (named as here)."""

@@ -3,9 +3,14 @@
 One run; `tool.driver.rules` lists every rule (id, name, descriptions, help, helpUri, default
 level) and each result points at its rule by `ruleId` and `ruleIndex`. Locations are URIs
 relative to `%SRCROOT%` (the repository root, declared in `originalUriBaseIds`); files outside
-it get absolute `file:` URIs. In a notebook, regions count lines within a cell and carry it as
-`properties.cell` (1-based). Columns count code points (`columnKind`). A fixable finding
-carries its fix as `artifactChanges` with one replacement per edit.
+it get absolute `file:` URIs. In a notebook a region is on the lines of the `.ipynb` file that
+hold the cell's code (as the github and gitlab formats place it, so viewers show it in the
+file and its diff), without columns (JSON escapes and indentation shift them); its properties
+hold the cell (1-based) and the position within it (`cell`, `cellLine`, `cellColumn`,
+`cellEndLine`, `cellEndColumn`). Columns count code points (`columnKind`). A fixable finding
+carries its fix as `artifactChanges` with one replacement per edit; in a notebook, where a
+replacement in the file's JSON cannot be given, the fix is described in `properties.fix`
+instead, with its edits in the cell's lines and columns.
 """
 
 from __future__ import annotations
@@ -70,6 +75,18 @@ def _region(line: int, column: int, end_line: int, end_column: int, cell: int | 
     if cell is not None:  # a notebook: lines and columns are within this (1-based) cell
         region["properties"] = {"cell": cell}
     return region
+
+
+def _notebook_region(result: FileResult, d: Diagnostic) -> dict[str, Any] | None:
+    """The region of a notebook finding: the `.ipynb` file's lines, the cell's position in properties."""
+    where = {"cell": d.cell, "cellLine": d.line, "cellColumn": d.column, "cellEndLine": d.end_line,
+             "cellEndColumn": d.end_column}
+    nb = result.notebook
+    start = nb.file_line(d.cell, d.line) if nb is not None else None
+    if start is None:  # the file's line cannot be told: the position in the cell only
+        return {"properties": where}
+    end = nb.file_line(d.cell, d.end_line) or start
+    return {"startLine": start, "endLine": max(start, end), "properties": where}
 
 
 def _fixes(result: FileResult, d: Diagnostic, artifact: dict[str, Any]) -> list[dict[str, Any]]:
@@ -155,11 +172,23 @@ def render(results: list[FileResult], context=None) -> str:
             }
             if entry["ruleIndex"] < 0:
                 del entry["ruleIndex"]
+            if d.cell is not None:
+                region = _notebook_region(result, d)
+                location = entry["locations"][0]["physicalLocation"]
+                location["region"] = region
+                if "startLine" not in region:
+                    location.pop("region")
+                    entry["properties"] = {"cell": region["properties"]}
             fixes = _fixes(result, d, artifact)
-            if fixes:
+            if fixes and d.cell is not None:  # cell coordinates: described, not a replacement in the file
+                entry.setdefault("properties", {})["fix"] = {
+                    "description": fixes[0]["description"]["text"],
+                    "edits": [{"region": r["deletedRegion"], "text": r["insertedContent"]["text"]}
+                              for r in fixes[0]["artifactChanges"][0]["replacements"]]}
+            elif fixes:
                 entry["fixes"] = fixes
             if d.runtime is not None:
-                entry["properties"] = {"runtime": d.runtime}
+                entry.setdefault("properties", {})["runtime"] = d.runtime
             out_results.append(entry)
     if context.runtime is not None:
         out_results += _runtime_results(context.runtime, root, rules)

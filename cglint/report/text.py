@@ -39,9 +39,7 @@ def render(results: list[FileResult], context=None) -> str:
     if runtime:
         out.append("Runtime checks:")
         for r in runtime:
-            against = f" vs {r['reference']}" if r.get("reference") else ""
-            cell = f"cell {r['cell']}:" if r.get("cell") is not None else ""
-            out.append(f"  {r['path']}:{cell}{r['line']}: {r['function']}: {r['verdict']}{against}: {r.get('detail') or ''}")
+            out.append(f"  {runtime_entry(r)}")
             if r.get("checked"):  # `cglint trace`: how the function was checked
                 out.append(f"      ({r['checked']})")
         out.append("")
@@ -80,6 +78,13 @@ def fix_lines(d: Diagnostic, unsafe: bool, style: Style) -> list[str]:
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{('es' if word.endswith('x') else 's') if n != 1 else ''}"
+
+
+def runtime_entry(r: dict) -> str:
+    """`path:line: function: verdict vs reference: detail`, one runtime check (text and concise)."""
+    against = f" vs {r['reference']}" if r.get("reference") else ""
+    cell = f"cell {r['cell']}:" if r.get("cell") is not None else ""
+    return f"{r['path']}:{cell}{r['line']}: {r['function']}: {r['verdict']}{against}: {r.get('detail') or ''}"
 
 
 def summary(results: list[FileResult], fixed: int = 0, unsafe: bool = False, runtime=None, errors: int = 0,

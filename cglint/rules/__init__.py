@@ -63,13 +63,17 @@ def rules(codes: Iterable[str | type[Rule]]) -> list[type[Rule]]:
 
 def select_codes(select: Sequence[str] | None = None, ignore: Sequence[str] | None = None) -> list[str]:
     """Codes chosen by code or code prefix (`CG0` selects CG000-CG009), as in ruff; no rule
-    module is imported."""
+    module is imported. An opt-in rule (CG100) is chosen by its code, or by a prefix that
+    matches no rule of the catalogue (`CG1`): `CG` and `ALL` keep to the catalogue, so a
+    configuration's `select = ["CG"]` runs what it ran before CG100 could be selected."""
 
     def matching(selector: str) -> set[str]:
         selector = selector.strip().upper()
         if selector == "ALL":
             return set(CODES)
         hits = {code for code in CODES if code.startswith(selector)}
+        if selector and not hits:
+            hits = {code for code in OPT_IN if code.startswith(selector)}
         if not selector or not hits:
             raise UnknownCodeError(f"unknown rule code or prefix: {selector or '(empty)'!r}")
         return hits
@@ -79,7 +83,7 @@ def select_codes(select: Sequence[str] | None = None, ignore: Sequence[str] | No
         chosen = set().union(*(matching(s) for s in select))
     for s in ignore or []:
         chosen -= matching(s)
-    return [c for c in CODES if c in chosen]
+    return [c for c in (*CODES, *OPT_IN) if c in chosen]
 
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[type[Rule]]:

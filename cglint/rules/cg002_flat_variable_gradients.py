@@ -2,8 +2,11 @@
 
 from typing import Iterator
 
+import libcst as cst
+
 from cglint.diagnostics import Finding
 from cglint.model import LIST, NONE, TENSOR, TUPLE, GradFn, GradientSite, GradReturn, kind_of
+from cglint.model.ops import MULTI_OUTPUT_OPS, tf_op_name
 from cglint.rules._fixes import input_grads_code, keyed_variable_gradients
 from cglint.rules.base import Invalid, Rule
 
@@ -154,6 +157,59 @@ def affine(x):
 ''',
             at="12:9"),
     
+        # accepts `variables` (through **kwargs) but returns only the input gradient
+        Invalid(
+            '''
+import tensorflow as tf
+
+level = tf.Variable(3.0, name="level")
+
+
+@tf.custom_gradient
+def soft_clip(x):
+    y = level * tf.tanh(x / level)
+
+    def grad(dy, **kwargs):
+        return dy * (1.0 - tf.square(tf.tanh(x / level)))
+
+    return y, grad
+''',
+            at="12:9"),
+        # the variable gradients splatted after the input gradient (TF 2.21: too many values to unpack)
+        Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable(2.0, name="w")
+b = tf.Variable(1.0, name="b")
+
+
+@tf.custom_gradient
+def affine(x):
+    def grad(dy, variables=None):
+        by_var = {w.ref(): tf.reduce_sum(dy * x), b.ref(): tf.reduce_sum(dy)}
+        return (dy * w, *[by_var[v.ref()] for v in variables])
+
+    return x * w + b, grad
+''',
+            at="12:9"),
+        # keyed right, but a `tuple(...)` (TF 2.21: can only concatenate list (not "tuple") to list)
+        Invalid(
+            '''
+import tensorflow as tf
+
+mu = tf.Variable(tf.zeros([3]), name="mu")
+
+
+@tf.custom_gradient
+def center(x):
+    def grad(dy, variables=None):
+        table = {mu.ref(): -tf.reduce_sum(dy, axis=0)}
+        return dy, tuple(table[v.ref()] for v in variables)
+
+    return x - mu, grad
+''',
+            at="11:9"),
     ]
     VALID = [
         '''
@@ -205,6 +261,25 @@ def scale(x):
         for grad in site.grad_fns:
             for ret in grad.returns:
                 if ret.elements is None:
+                    # (a grad fn that does not accept `variables` is CG004's finding)
+                    if _splatted(site, grad, ret.value):
+                        yield Finding(
+                            ret.node,
+                            f"`{grad.name}` splats the variable gradients into the returned tuple (`*[...]`), so "
+                            f"it returns them flat, but the forward reads variables ({names}): TensorFlow unpacks "
+                            "`input_grads, variable_grads` and raises 'too many values to unpack'; return "
+                            "`(input_grads, [one per entry of variables])`",
+                        )
+                        continue
+                    if grad.accepts_variables and _one_tensor(site, grad, ret.value):
+                        yield Finding(
+                            ret.node,
+                            f"`{grad.name}` returns one gradient, but the forward reads variables ({names}): "
+                            "TensorFlow unpacks `input_grads, variable_grads` from it and raises (eagerly 'too "
+                            "many values to unpack' or 'Scalar tensor has no len()', by its shape; under "
+                            "tf.function 'Iterating over a symbolic tf.Tensor'); "
+                            "return `(input_grads, [one per entry of variables])`",
+                        )
                     continue
                 if len(ret.elements) != 2:
                     k = len(site.inputs)
@@ -225,6 +300,36 @@ def scale(x):
                         "needs a list with one gradient per entry of `variables`, in that order",
                         fix=_fix(site, grad, ret, None, _as_list(site, grad, var_grads, kind)),
                     )
+
+
+def _splatted(site: GradientSite, grad: GradFn, expr) -> bool:
+    """`(dx, *[g(v) for v in variables])`: a tuple that unpacks a comprehension over the grad
+    fn's `variables` after the input gradients."""
+    if not isinstance(expr, cst.Tuple) or len(expr.elements) < 2 or isinstance(expr.elements[0], cst.StarredElement):
+        return False
+    name = grad.variables_param
+    for el in expr.elements[1:]:
+        comp = el.value
+        if isinstance(el, cst.StarredElement) and isinstance(comp, (cst.ListComp, cst.GeneratorExp)):
+            it = comp.for_in.iter
+            if any(n.value == name for n in site.model.reads_in(it)):
+                return True
+    return False
+
+
+def _one_tensor(site: GradientSite, grad: GradFn, expr) -> bool:
+    """The return is one tensor as the code writes it: arithmetic or a TensorFlow op's result
+    that makes one tensor (not a call of a project function, which may return the pair)."""
+    model = site.model
+    if expr is None or kind_of(model, expr, grad.scope) != TENSOR:
+        return False
+    if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
+        return True
+    if isinstance(expr, cst.Call):
+        op = tf_op_name(model.qualname(expr.func))
+        return op is not None and op not in MULTI_OUTPUT_OPS and op not in ("py_function", "numpy_function",
+                                                                            "identity_n", "nest")
+    return False
 
 
 def _as_list(site: GradientSite, grad: GradFn, expr, kind: str) -> list | None:

@@ -113,6 +113,26 @@ def scale(x):
     return x * w, grad
 ''',
             at="10:9"),
+        # a helper that returns the callable (TF 2.21: object of type 'function' has no len())
+        Invalid(
+            '''
+import tensorflow as tf
+
+w = tf.Variable(2.0, name="w")
+
+
+def _weight_grads(x, dy):
+    return lambda variables: [tf.reduce_sum(dy * x) for _ in variables]
+
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy, variables=None):
+        return dy * w, _weight_grads(x, dy)
+
+    return x * w, grad
+''',
+            at="14:9"),
     ]
     VALID = [
         '''

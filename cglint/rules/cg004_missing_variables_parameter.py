@@ -355,6 +355,55 @@ class Affine(keras.layers.Layer):
         return affine(x)
 '''),
     
+        # the variable is read by a helper method the forward calls (TF 2.21: must accept 'variables')
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+class Head(tf.Module):
+    def __init__(self):
+        self.w = tf.Variable([[1.0, 0.5], [0.2, 2.0]], name="w")
+
+    def _project(self, x):
+        return tf.matmul(x, self.w)
+
+    def __call__(self, x):
+        @tf.custom_gradient
+        def project(h):
+            z = self._project(h)
+
+            def grad(dz):
+                return tf.matmul(dz, self.w, transpose_b=True)
+
+            return z, grad
+
+        return project(x)
+''',
+            at="17:17",
+            fixed='''
+import tensorflow as tf
+
+
+class Head(tf.Module):
+    def __init__(self):
+        self.w = tf.Variable([[1.0, 0.5], [0.2, 2.0]], name="w")
+
+    def _project(self, x):
+        return tf.matmul(x, self.w)
+
+    def __call__(self, x):
+        @tf.custom_gradient
+        def project(h):
+            z = self._project(h)
+
+            def grad(dz, variables=None):
+                return tf.matmul(dz, self.w, transpose_b=True)
+
+            return z, grad
+
+        return project(x)
+'''),
     ]
     VALID = [
         '''

@@ -89,6 +89,24 @@ class TwoTower(tf.keras.layers.Layer):
         return tf.reduce_sum(q * k, axis=-1)
 ''',
             at="7:9"),
+        # a namedtuple output flattens field by field (TF 2.21: takes 1 positional argument but 2 were given)
+        Invalid(
+            '''
+import collections
+
+import tensorflow as tf
+
+Pair = collections.namedtuple("Pair", ["value", "aux"])
+
+
+@tf.custom_gradient
+def with_aux(x):
+    def grad(d_value):
+        return d_value * 2.0
+
+    return Pair(2.0 * x, tf.reduce_sum(x)), grad
+''',
+            at="11:9"),
     ]
     VALID = [
         '''

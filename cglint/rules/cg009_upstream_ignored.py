@@ -29,7 +29,8 @@ class UpstreamIgnored(Rule):
     upstreams times -2. Clipping (`tf.clip_by_value(dy, -1.0, 1.0)`, `tf.clip_by_norm`) is
     nonlinear on purpose, but zero at zero and the identity for small upstreams: not flagged.
     A transform meant as such (signSGD's `tf.sign(dy)`) is declared with `# cglint: intentional`
-    on or above the forward's def, as for the runtime check, and is not flagged for scaling.
+    at the end of the flagged line (the grad fn's `return`) or on or above the forward's def, as
+    for the runtime check, and is not flagged for scaling.
 
     ## Why is this bad?
     The grad fn computes a vector-Jacobian product: the upstream gradient `dy` is

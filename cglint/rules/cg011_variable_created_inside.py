@@ -73,6 +73,22 @@ def biased(x):
     return x + b, grad
 ''',
             at="6:9"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def stochastic_round(x):
+    rng = tf.random.Generator.from_non_deterministic_state()
+    y = tf.floor(x + rng.uniform(tf.shape(x)))
+
+    def grad(dy):
+        return dy
+
+    return y, grad
+''',
+            at="7:11"),
     ]
     VALID = [
         '''
@@ -144,6 +160,31 @@ class RunningCentre(tf.Module):
 
         return centre(x)
 ''',
+        # TF1 graph code: under `variable_scope(reuse=AUTO_REUSE)` the first call creates the
+        # variable and later calls share it (Session gradients match autodiff, TF 2.21)
+        '''
+import tensorflow as tf
+import tensorflow.compat.v1 as tf1
+
+
+@tf.custom_gradient
+def film(h, cond):
+    with tf1.variable_scope("film", reuse=tf1.AUTO_REUSE):
+        w = tf1.get_variable("w", shape=[3, 4])
+    gamma = tf.matmul(cond, w)
+
+    def grad(dy, variables=None):
+        return (dy * gamma, tf.matmul(dy * h, w, transpose_b=True)), [tf.matmul(cond, dy * h, transpose_a=True)]
+
+    return h * gamma, grad
+
+
+def build():
+    tf1.disable_eager_execution()
+    h = tf1.placeholder(tf.float32, [None, 4])
+    cond = tf1.placeholder(tf.float32, [None, 3])
+    return film(h, cond) + film(h, cond)
+''',
     ]
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
@@ -151,13 +192,57 @@ class RunningCentre(tf.Module):
         cls = site.scope.enclosing_class()
         kept_on_self = {id(v) for values in cls.attributes.values() for v in values} if cls is not None else set()
         for call, _ in site.calls():
-            if model.is_variable_call(call) and id(call) not in kept_on_self and not _kept_outside(site, call):
+            if id(call) in kept_on_self or _kept_outside(site, call):
+                continue
+            if model.is_variable_call(call) and not _reused(site, call):
                 yield Finding(
                     call,
                     f"a variable is created inside the custom-gradient forward `{site.name}`: it is a new variable "
                     "on every call (reset each step, never trained), and under tf.function TensorFlow raises "
                     "'only supports singleton tf.Variables created on the first call'; create it once outside",
                 )
+            elif model.qualname(call.func) in VARIABLE_MAKERS:
+                yield Finding(
+                    call,
+                    f"`{model.qualname(call.func)}` inside the custom-gradient forward `{site.name}` creates a "
+                    "variable (the generator's state) on every call: under tf.function TensorFlow raises 'only "
+                    "supports singleton tf.Variables created on the first call' (TF 2.21), and eagerly each call "
+                    "starts a fresh stream; create it once outside",
+                )
+
+
+# Objects whose construction creates a tf.Variable (their state), verified on TF 2.21: made in a
+# custom-gradient forward under tf.function they raise "only supports singleton tf.Variables".
+VARIABLE_MAKERS = frozenset({
+    "tensorflow.random.Generator", "tensorflow.random.Generator.from_seed",
+    "tensorflow.random.Generator.from_non_deterministic_state", "tensorflow.random.Generator.from_key_counter",
+    "tensorflow.random.Generator.from_state", "tensorflow.random.experimental.Generator",
+    "tensorflow.random.experimental.Generator.from_seed",
+    "tensorflow.random.experimental.Generator.from_non_deterministic_state",
+})
+def _reused(site: GradientSite, call) -> bool:
+    """`get_variable(...)` under `variable_scope(..., reuse=AUTO_REUSE or True)`: in the TF1 graphs
+    such code builds, the first call creates the variable and later ones reuse it, so the forward
+    shares one variable (TF 2.21, Session gradients match autodiff). Whether the module is also
+    run eagerly, where each call would make a fresh one, the code here does not show: no claim."""
+    import libcst as cst
+
+    model = site.model
+    if not (model.qualname(call.func) or "").endswith("get_variable"):
+        return False
+    node = model.parent(call)
+    while node is not None and node is not site.forward:
+        if isinstance(node, cst.With):
+            for item in node.items:
+                scope_call = item.item
+                if isinstance(scope_call, cst.Call) and (model.qualname(scope_call.func) or "").endswith("variable_scope"):
+                    reuse = next((a.value for a in scope_call.args if a.keyword is not None
+                                  and a.keyword.value == "reuse"), None)
+                    if reuse is not None and ((model.qualname(reuse) or "").endswith("AUTO_REUSE")
+                                              or isinstance(reuse, cst.Name) and reuse.value == "True"):
+                        return True
+        node = model.parent(node)
+    return False
 
 
 def _kept_outside(site: GradientSite, call) -> bool:

@@ -238,6 +238,8 @@ ste = ops.custom_gradient(_ste)
             if cand.node.decorators or not _takes_upstream(cand.grad_fn):
                 continue
             calls = self._direct_uses(model, cand)
+            if calls == [] and cand.scope.parent is model.root:
+                calls = _uses_in_siblings(model, cand)  # a kernel module whose callers live next to it
             if not calls or any(id(c) in model.forwarded_calls for c in calls):
                 continue
             yield Finding(
@@ -281,6 +283,40 @@ ste = ops.custom_gradient(_ste)
                 return None
             calls.append(call)
         return calls
+
+
+def _uses_in_siblings(model: ModuleModel, cand: UnwrappedCandidate) -> list | None:
+    """The calls other modules of the package make to a module-level candidate (`from . import
+    kernels; kernels.gelu_tanh(h)`), as `_direct_uses` would give them: None when one of them
+    references it any other way (passed, wrapped, unpacked: it may well be wrapped there) or
+    when nothing calls it."""
+    import os
+    import re
+
+    if model.project is None or model.path is None:
+        return None
+    name = cand.node.name.value
+    stem = os.path.splitext(os.path.basename(model.path))[0]
+    siblings = model.project.sibling_models(model.path, (name,), model.memo("_scanned_memo"), 32)
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    uses = []
+    for other in siblings:
+        if other is model or other.path == model.path:
+            continue
+        model._touch(other)
+        # (the sibling reads this file through the project index: its own model of it)
+        calls = [c for c, scope in other.all_calls
+                 if any(callee.model.path == model.path and isinstance(callee.node, cst.FunctionDef)
+                        and callee.node.name.value == name and callee.scope.parent is callee.model.root
+                        for callee in other.callables(c.func, scope))]
+        text = other.module.code
+        mentions = sum(1 for line in text.splitlines() if word.search(line) and not line.lstrip().startswith(
+            ("import ", "from ")) for _ in word.finditer(line))
+        if mentions > len(calls) or any(id(c) in other.forwarded_calls for c in calls):
+            return None
+        if stem and calls:
+            uses += calls
+    return uses or None
 
 
 def _takes_upstream(fn: cst.FunctionDef) -> bool:

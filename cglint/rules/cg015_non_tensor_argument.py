@@ -7,7 +7,8 @@ from typing import Iterator
 import libcst as cst
 
 from cglint.diagnostics import UNSAFE, Finding, Fix
-from cglint.model import GradientSite, Param, is_no_gradient
+from cglint.model import GradientSite, ModuleModel, Param, is_no_gradient
+from cglint.model.dtypes import FLOATS, fixed_dtype, input_dtype_evidence, mixed_precision_policy
 from cglint.rules._fixes import fresh_name
 from cglint.rules.base import Invalid, Rule
 
@@ -15,11 +16,15 @@ from cglint.rules.base import Invalid, Rule
 class NonTensorArgument(Rule):
     """
     ## What it does
-    Flags a plain Python value passed positionally to a custom-gradient function: a number
-    (`16`, `-0.5`, `int(...)`), a string, `None`, `True`/`False`, or a callable (a lambda, a
+    Flags a plain Python value passed positionally to a custom-gradient function: an int
+    (`16`, `int(...)`), a string, `None`, `True`/`False`, or a callable (a lambda, a
     def, `tf.nn.relu`). Names are followed to what they hold: a module constant, a parameter
     annotated with a Python type, and a Keras layer's configuration (`self.bits` set from an
-    `__init__` parameter defaulting to a number) count. A name that may hold a tensor is
+    `__init__` parameter defaulting to a number) count. A Python float becomes a float32
+    tensor, which is right beside float32 inputs (TensorFlow 2.21: `f(x, 0.5)` works eagerly and
+    under `tf.function`), so a float is flagged only where the code shows another dtype: a
+    float64 / float16 / bfloat16 argument at a call, or a mixed-precision policy for a Keras
+    layer's call. A name that may hold a tensor is
     never flagged, nor a number the forward converts itself (`alpha = tf.cast(alpha,
     x.dtype)`: that works in graph mode too). Keras 3's `keras.ops.custom_gradient` is `tf.custom_gradient` on the
     TensorFlow backend and converts its arguments the same way: its sites are checked too.
@@ -113,9 +118,9 @@ def ste_sign(x, clip_value):
 
 
 def binarize(kernel):
-    return ste_sign(kernel, CLIP)
+    return ste_sign(tf.cast(kernel, tf.float64), CLIP)
 ''',
-            at="16:29",
+            at="16:50",
             fixed='''
 import tensorflow as tf
 
@@ -133,7 +138,7 @@ def ste_sign(x, clip_value):
 
 
 def binarize(kernel):
-    return ste_sign(kernel, CLIP)
+    return ste_sign(tf.cast(kernel, tf.float64), CLIP)
 '''),
         Invalid(
             '''
@@ -192,6 +197,67 @@ def forward(x, training):
     return masked(x, None) if not training else masked(x, tf.ones_like(x))
 ''',
             at="16:22"),
+        # an int field of a dataclass config (TF 2.21, tf.function: the int arrives as an int32 tensor)
+        Invalid(
+            '''
+import dataclasses
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantConfig:
+    bits: int = 4
+
+
+@tf.custom_gradient
+def fake_quant(x, bits):
+    scale = tf.reduce_max(tf.abs(x)) / float(2 ** (bits - 1) - 1)
+
+    def grad(dy):
+        return dy, None
+
+    return tf.round(x / scale) * scale, grad
+
+
+class Quantizer(tf.Module):
+    def __init__(self, config=QuantConfig()):
+        self.config = config
+
+    def __call__(self, x):
+        return fake_quant(x, self.config.bits)
+''',
+            at="27:30",
+            fixed='''
+import dataclasses
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantConfig:
+    bits: int = 4
+
+
+def fake_quant(x, bits):
+    @tf.custom_gradient
+    def _fake_quant(x):
+        scale = tf.reduce_max(tf.abs(x)) / float(2 ** (bits - 1) - 1)
+
+        def grad(dy):
+            return dy
+
+        return tf.round(x / scale) * scale, grad
+    return _fake_quant(x)
+
+
+class Quantizer(tf.Module):
+    def __init__(self, config=QuantConfig()):
+        self.config = config
+
+    def __call__(self, x):
+        return fake_quant(x, self.config.bits)
+'''),
     ]
     VALID = [
         '''
@@ -258,6 +324,24 @@ def step(x, norm):
     ]
 
     VALID += [
+        # a Python float beside an input of unknown (or float32) dtype: converted to float32, right
+        '''
+import tensorflow as tf
+
+CLIP = 1.0
+
+
+@tf.custom_gradient
+def ste_sign(x, clip_value):
+    def grad(dy):
+        return dy * tf.cast(tf.abs(x) <= clip_value, dy.dtype), None
+
+    return tf.sign(x), grad
+
+
+def binarize(kernel):
+    return ste_sign(kernel, CLIP) + ste_sign(kernel, CLIP / 2) + ste_sign(tf.constant([0.5, 2.0]), 0.5)
+''',
         '''
 import tensorflow as tf
 
@@ -288,42 +372,77 @@ def sparsemax_like(inputs, alpha=1.5):
     """
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
-        model = site.model
-        hits: list[tuple[cst.Arg, str, int]] = []
-        for call, scope in model.calls_reaching(site):
-            position = 0
-            for arg in call.args:
-                if arg.keyword is not None or arg.star:
-                    break  # after `*args` positions are unknown
-                kind = model.python_value(arg.value, scope)
-                param = site.inputs[position] if position < len(site.inputs) else None
-                if kind in ("number", "bool") and param is not None and _converted(site, param):
-                    pass  # the forward makes it a tensor of the dtype it needs itself
-                elif kind is not None:
-                    hits.append((arg, kind, position))
-                position += 1
-        if not hits:
+        hits = [hit for call, scope in site.model.calls_reaching(site)
+                for hit in _python_arguments(site, site.model, call, scope)]
+        if hits:
+            fix = _closure_fix(site, {p for _, _, p, _ in hits})
+            yield from _findings(site, hits, fix)
+
+    def check(self, model: ModuleModel) -> Iterator[Finding]:
+        """Also the calls this module makes to a custom-gradient function of another project
+        module (`from .ops import fake_quant; fake_quant(x, 8)`): the finding is at the call."""
+        yield from super().check(model)
+        if not model.project_imports and not model.star_imports:
             return
-        fix = _closure_fix(site, {p for _, _, p in hits})
-        for arg, kind, position in hits:
-            param = site.inputs[position] if position < len(site.inputs) else None
-            where = f"parameter `{param}`" if param else "`*args`"
-            yield Finding(
-                arg.value,
-                f"{_WHAT[kind] if kind in _WHAT else 'a Python value'} passed positionally to the custom-gradient "
-                f"function `{site.name}` ({where}): TensorFlow converts every positional argument to a tensor, so "
-                f"{_EFFECT.get(kind, _EFFECT['number'])}; close over it instead (the forward takes only tensors)",
-                fix=fix,
-            )
+        for call, scope in model.all_calls:
+            if not call.args:
+                continue
+            site = model.site_called_by(call, scope)
+            if site is None or site.model is model:
+                continue
+            hits = _python_arguments(site, model, call, scope)
+            if hits:
+                yield from _findings(site, hits, None)
 
 
-_WHAT = {"number": "a Python number", "bool": "a Python bool", "string": "a string", "None": "`None`",
+def _python_arguments(site: GradientSite, model: ModuleModel, call: cst.Call, scope) -> list:
+    """(argument, kind, position, evidence) for each Python value `call` (of `model`) passes
+    positionally to `site`."""
+    hits: list[tuple[cst.Arg, str, int, str | None]] = []
+    position = 0
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            break  # after `*args` positions are unknown
+        kind = model.python_value(arg.value, scope)
+        param = site.inputs[position] if position < len(site.inputs) else None
+        if kind in ("number", "float", "bool") and param is not None and _converted(site, param):
+            pass  # the forward makes it a tensor of the dtype it needs itself
+        elif kind == "float":
+            # A float becomes float32, which is right next to float32 inputs (TF 2.21, eager and
+            # tf.function): flag it only where the code shows another dtype.
+            evidence = _other_dtype(site, model, call, scope, position)
+            if evidence is not None:
+                hits.append((arg, kind, position, evidence))
+        elif kind is not None:
+            hits.append((arg, kind, position, None))
+        position += 1
+    return hits
+
+
+def _findings(site: GradientSite, hits: list, fix: Fix | None) -> Iterator[Finding]:
+    for arg, kind, position, evidence in hits:
+        param = site.inputs[position] if position < len(site.inputs) else None
+        where = f"parameter `{param}`" if param else "`*args`"
+        yield Finding(
+            arg.value,
+            f"{_WHAT[kind] if kind in _WHAT else 'a Python value'} passed positionally to the custom-gradient "
+            f"function `{site.name}` ({where}): TensorFlow converts every positional argument to a tensor, so "
+            f"{_EFFECT.get(kind, _EFFECT['number']).format(evidence=evidence)}; close over it instead (the "
+            f"forward takes only tensors)",
+            fix=fix,
+        )
+
+
+_WHAT = {"number": "a Python number", "float": "a Python float", "bool": "a Python bool", "string": "a string", "None": "`None`",
          "callable": "a callable"}
 _EFFECT = {
     "number": "under tf.function (model.fit, Keras building the layer) the forward gets a tensor where the eager "
               "call got the number: an int becomes int32 (`x * n` raises 'Input y of Mul has type int32 that does "
               "not match type float32'), a float becomes float32 (the same error under mixed precision or with "
               "float64 inputs)",
+    "float": "under tf.function (model.fit, Keras building the layer) the forward gets a float32 tensor where the "
+             "eager call got the float, and {evidence}: mixing them raises 'Input y of ... has type float32 that does "
+             "not match'",
     "bool": "under tf.function the forward gets a bool tensor and `if flag:` raises OperatorNotAllowedInGraphError",
     "string": "under tf.function the forward gets a string tensor and `mode == ...` or `if` on it raises "
               "OperatorNotAllowedInGraphError",
@@ -332,6 +451,29 @@ _EFFECT = {
     "callable": "it raises 'Attempt to convert a value (<function ...>) with an unsupported type' eagerly and "
                 "'Failed to convert elements of <function ...> to Tensor' under tf.function",
 }
+
+
+def _other_dtype(site: GradientSite, caller: ModuleModel, call: cst.Call, scope, position: int) -> str | None:
+    """What shows that the inputs next to a Python float are not float32 (a float64, float16 or
+    bfloat16 argument at this call or another, a mixed-precision policy for a Keras layer's
+    call): the evidence, in words, or None when the code does not say."""
+    model = site.model
+    for i, arg in enumerate(call.args):
+        if i == position or arg.keyword is not None or arg.star:
+            continue
+        hit = fixed_dtype(caller, arg.value, scope)
+        if hit is not None and hit[0] in FLOATS and hit[0] != "float32":
+            return f"the call passes a {hit[0]} tensor beside it"
+    for i in range(len(site.inputs)):
+        if i == position:
+            continue
+        found = input_dtype_evidence(model, site, i)
+        if found is not None and found[0] != "float32":
+            return f"input `{site.inputs[i]}` is {found[0]} ({found[1]})"
+    policy = mixed_precision_policy(caller)
+    if policy is not None and scope.enclosing_class() is not None:
+        return f"the module sets the `mixed_{policy}` policy, so a Keras layer's inputs are {policy}"
+    return None
 
 
 def _converted(site: GradientSite, param: str) -> bool:

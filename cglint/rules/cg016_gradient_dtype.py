@@ -7,7 +7,6 @@ from cglint.model import GradientSite
 from cglint.model.dtypes import fixed_dtype, forward_casts, input_dtype_evidence
 from cglint.rules.base import Invalid, Rule
 
-_NOT_DEFAULT = ("float16", "bfloat16", "float64")  # input dtypes only a caller or the module can make
 
 
 class GradientDtype(Rule):
@@ -97,6 +96,9 @@ def clip_gradient(x):
         # half precision to save memory in the backward pass
         return tf.cast(tf.clip_by_value(dy, -1.0, 1.0), tf.float16)
     return tf.identity(x), grad
+
+
+h = clip_gradient(tf.random.normal([4], dtype=tf.float32))
 ''',
             at="8:16"),
         Invalid(
@@ -116,6 +118,9 @@ def log1pexp(x):
         return ops.cast(upstream * (1.0 - 1.0 / (1.0 + e)), "float16")
 
     return ops.log(1.0 + e), grad
+
+
+y = log1pexp(ops.convert_to_tensor([0.5, 2.0], dtype="float32"))
 ''',
             at="14:16"),
     ]
@@ -168,13 +173,6 @@ y = scale(tf.constant([1.0, 2.0]))
 ''',
     ]
 
-    @staticmethod
-    def _output_fixed_to(site: GradientSite, dtype: str) -> bool:
-        """The forward's output is built in `dtype` (TensorFlow's binary ops do not promote, so an
-        input combined with it is `dtype` too)."""
-        return any((hit := fixed_dtype(site.model, out, site.scope)) is not None and hit[0] == dtype
-                   for out in site.outputs)
-
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         model = site.model
         for grad in site.grad_fns:
@@ -200,13 +198,9 @@ y = scale(tf.constant([1.0, 2.0]))
                     elif (cast := forward_casts(model, site, name)) is not None and cast[0] == dtype:
                         why = (f"the forward casts `{name}` to {dtype}, so `{name}` comes in another dtype "
                                "(float16 under mixed precision)")
-                    elif evidence is None and dtype in _NOT_DEFAULT and not self._output_fixed_to(site, dtype):
-                        # Nothing makes the input `dtype`: Python floats become float32 tensors
-                        # (NumPy arrays float64), and a gradient fixed to another dtype is wrong
-                        # for them. float32 itself is the default, so it is not judged blind.
-                        why = (f"nothing in the module makes `{name}` {dtype} (TensorFlow makes float32 tensors "
-                               "from Python floats, float64 from NumPy arrays)")
                     else:
+                        # Without evidence of the input's dtype nothing is assumed (no float32
+                        # default): a caller in another module may pass exactly this dtype.
                         continue
                     yield Finding(
                         node,

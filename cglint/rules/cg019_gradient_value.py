@@ -4,6 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from cglint import directives
 from cglint.diagnostics import Finding
 from cglint.model import GradientSite
 from cglint.samples import gradient_value_mismatch
@@ -38,8 +39,9 @@ class GradientValue(Rule):
     the same decision `cglint --runtime` makes: gradient reversal or scaling of an identity
     forward, straight-through estimators of rounding and quantising forwards, clipping of the
     upstream, stopped gradients (`None`), and stable rewrites that give the same values. A
-    different estimator meant as such is declared with `# cglint: intentional` on or above the
-    forward's def, as for the runtime check.
+    different estimator meant as such is declared with `# cglint: intentional` at the end of
+    the flagged line (the grad fn's `return`) or on or above the forward's def, as for the
+    runtime check.
 
     ## Why is this bad?
     TensorFlow never checks a custom gradient against the forward: it trains on whatever the
@@ -234,9 +236,12 @@ def soft_sign(x):
             anchor = anchor.elements[slot].value
         also = [f"`{n}`" for _, n, _ in hit.slots[1:]]
         detail = detail.replace("autodiff", "the forward's derivative")  # the runtime's wording
+        where = directives.suggestion(site.model.module, site.forward, grad.node,
+                                      next(r.node for r in grad.returns if r.value is not None) if len(returns) == 1
+                                      else None)
         yield Finding(
             anchor,
             f"`{grad.name}` returns a gradient for `{name}`{' (and ' + ', '.join(also) + ')' if also else ''} that is "
             f"not `{site.name}`'s derivative at sample points: {detail}; TensorFlow trains on it unchecked: fix the "
-            f"formula{'' if 'intentional' in detail else ', or mark a deliberate estimator `# cglint: intentional`'}",
+            f"formula{'' if 'intentional' in detail else ', or, for a deliberate estimator, ' + where}",
         )

@@ -18,24 +18,14 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from cglint import directives
 from cglint.diagnostics import Diagnostic, FileResult
 from cglint.model import GradientSite, ModuleModel
 
-_EXAMPLE = re.compile(r"#\s*cglint:\s*example\s(?P<spec>.*)")  # the spec: the rest, stripped (`_example`)
-_INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
 # A module that works with complex numbers: its custom gradients get complex probes too.
 _COMPLEX = re.compile(r"\bcomplex(64|128)\b|tf\.complex\(|\bconj\(|\b\d+(\.\d*)?j\b")
 # Mixed precision: the runtime also tries half-precision inputs (a grad fn that fixes float32).
 _HALF = re.compile(r"\bmixed_b?float16\b|\bb?float16\b")
-
-
-def _example(comments) -> str | None:
-    """The spec of the first `# cglint: example SPEC` comment, or None."""
-    for comment in comments:
-        m = _EXAMPLE.search(comment)
-        if m is not None and m.group("spec").strip():
-            return m.group("spec").strip()
-    return None
 # Calls whose first argument is a shape or a literal value: their result's shape is known.
 _SHAPED = {"tensorflow.zeros", "tensorflow.ones", "tensorflow.random.normal", "tensorflow.random.uniform",
            "tensorflow.fill", "tensorflow.random.truncated_normal"}
@@ -70,9 +60,15 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
                 if start <= _module_line(result, d) <= end or _module_line(result, d) == wrapper_line]
         if not mine and not everything:
             continue
-        comments = _comments_above(lines, start) + lines[start:def_line]
+        # The lines findings on the gradient point at (`# cglint: intentional` may end them).
+        positions = model.positions
+        flagged = [n for node in directives.flagged_nodes(site.forward, [g.node for g in site.grad_fns])
+                   if node in positions
+                   for n in ([positions[node.name].start.line] if isinstance(node, cst.FunctionDef) else
+                             range(positions[node].start.line, positions[node].end.line + 1))]
+        declared = directives.of_lines(lines, start, def_line, flagged)
         request: dict = {"function": "", "line": start, "shapes": shapes}
-        example = _example(comments)
+        example = declared.example
         if example:
             request["inputs"] = example
         else:
@@ -89,7 +85,7 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             request["complex"] = True
         if half := _HALF.search(result.source):
             request["half"] = "bfloat16" if "bfloat16" in half.group(0) else "float16"
-        if any(_INTENTIONAL.search(c) for c in comments):
+        if declared.intentional:
             request["intentional"] = True
         name, skip = _import_name(model, site)
         request["function"] = name
@@ -140,11 +136,10 @@ def _registered_gradients(model: ModuleModel, result: FileResult, everything: bo
             if not mine and not everything:
                 continue
             request: dict = {"function": fn.name.value, "line": start, "shapes": _module_shapes(model), **how}
-            comments = _comments_above(lines, start) + lines[start:model.positions[fn.name].start.line]
-            example = _example(comments)
-            if example:
-                request["inputs"] = example
-            if any(_INTENTIONAL.search(c) for c in comments):
+            declared = directives.of_lines(lines, start, model.positions[fn.name].start.line)
+            if declared.example:
+                request["inputs"] = declared.example
+            if declared.intentional:
                 request["intentional"] = True
             skip = None if scope is model.root else \
                 "defined inside a function: not reachable by import"
@@ -244,16 +239,6 @@ def _owning_function(model: ModuleModel, site: GradientSite) -> dict | None:
         names = [scope.node.name.value, "<locals>"] + names
         scope = scope.parent
     return None
-
-
-def _comments_above(lines: list[str], start: int) -> list[str]:
-    """The function's first line and the comment lines directly above it."""
-    out = [lines[start - 1]] if start <= len(lines) else []
-    i = start - 2
-    while i >= 0 and lines[i].strip().startswith("#"):
-        out.append(lines[i])
-        i -= 1
-    return out
 
 
 def _call_site_inputs(model: ModuleModel, site: GradientSite) -> dict[int, str]:

@@ -268,3 +268,101 @@ BUILTINS: dict[str, Callable] = {"abs": np.abs, "float": float, "int": int, "len
                                  "tuple": tuple, "list": list, "dict": dict, "id": id,
                                  # lists, as the evaluator's loops take: `dict(zip(variables, grads))`
                                  "zip": lambda *a: list(zip(*a)), "enumerate": lambda a: list(enumerate(a))}
+
+
+# ---- more elementwise ops: activations and special functions as TensorFlow and Keras 3 define
+# them (each checked against TensorFlow at random points and domain edges by
+# tests/runtime/test_op_coverage.py; an op missing here leaves its expression unknown).
+
+def _softplus(a):
+    return np.logaddexp(0.0, a)
+
+
+def _hard_sigmoid(a):
+    return np.clip(a / 6.0 + 0.5, 0.0, 1.0)
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+def _lgamma_one(v: float) -> float:
+    try:
+        return math.lgamma(v)
+    except ValueError:  # a pole (0, -1, -2, ...): TensorFlow gives inf
+        return math.inf
+
+
+_lgamma = np.vectorize(_lgamma_one, otypes=[np.float64])
+
+
+def _elu(x, alpha=1.0, name=None):
+    a = _f(x)
+    return np.where(a > 0, a, _f(alpha) * np.expm1(np.minimum(a, 0.0)))
+
+
+def _celu(x, alpha=1.0, name=None):
+    a, al = _f(x), _f(alpha)
+    return np.maximum(a, 0.0) + np.minimum(0.0, al * np.expm1(np.minimum(a, 0.0) / al))
+
+
+def _leaky_relu(x, alpha=None, negative_slope=None, name=None):
+    slope = _f(0.2 if alpha is None and negative_slope is None else alpha if alpha is not None else negative_slope)
+    a = _f(x)
+    return np.where(a > 0, a, a * slope)
+
+
+def _silu(x, beta=1.0, name=None):
+    a = _f(x)
+    return a * _sigmoid(_f(beta) * a)
+
+
+def _squareplus(x, b=4.0, name=None):
+    a = _f(x)
+    return (a + np.sqrt(a * a + _f(b))) / 2.0
+
+
+def _safe(fn: Callable, zero_where: Callable) -> Callable:
+    """`xlogy`, `xdivy`, `multiply_no_nan`: 0 where TensorFlow defines it so, else `fn`."""
+    def op(x, y, name=None):
+        fits(np.shape(x), np.shape(y))
+        a, b = np.broadcast_arrays(_f(x), _f(y))
+        with np.errstate(all="ignore"):
+            return np.where(zero_where(a, b), 0.0, fn(a, b))
+    return op
+
+
+def _reciprocal_no_nan(x, name=None):
+    a = _f(x)
+    return np.divide(1.0, a, out=np.zeros_like(a), where=a != 0)
+
+
+OPS.update({
+    **{name: _unary(fn) for name, fn in {
+        "acosh": np.arccosh, "asinh": np.arcsinh, "atanh": np.arctanh, "cbrt": np.cbrt, "exp2": np.exp2,
+        "log2": np.log2, "log10": np.log10, "log_sigmoid": lambda a: -_softplus(-a),
+        "selu": lambda a: _SELU_SCALE * np.where(a > 0, a, _SELU_ALPHA * np.expm1(np.minimum(a, 0.0))),
+        "relu6": lambda a: np.clip(a, 0.0, 6.0), "mish": lambda a: a * np.tanh(_softplus(a)),
+        "hard_sigmoid": _hard_sigmoid, "hard_silu": lambda a: a * _hard_sigmoid(a),
+        "hard_swish": lambda a: a * _hard_sigmoid(a), "tanh_shrink": lambda a: a - np.tanh(a),
+        "lgamma": _lgamma, "deg2rad": np.deg2rad, "rad2deg": np.rad2deg, "trunc": np.trunc, "fix": np.fix,
+        "is_finite": np.isfinite, "is_nan": np.isnan, "is_inf": np.isinf, "isfinite": np.isfinite,
+        "isnan": np.isnan, "isinf": np.isinf, "positive": lambda a: a, "sinc": np.sinc, "linear": lambda a: a,
+        "sqrt": np.sqrt,
+    }.items()},
+    **{name: _binary(fn) for name, fn in {
+        "atan2": np.arctan2, "logaddexp": np.logaddexp, "logaddexp2": np.logaddexp2, "hypot": np.hypot,
+        "floormod": np.mod, "mod": np.mod, "floordiv": np.floor_divide, "floor_divide": np.floor_divide,
+        "truncatemod": np.fmod, "fmod": np.fmod, "fmax": np.fmax, "fmin": np.fmin,
+        "logical_xor": lambda a, b: (a != 0) ^ (b != 0),
+    }.items()},
+    "elu": _elu, "celu": _celu, "leaky_relu": _leaky_relu, "silu": _silu, "swish": _silu,
+    "squareplus": _squareplus, "reciprocal_no_nan": _reciprocal_no_nan,
+    "xlogy": _safe(lambda a, b: a * np.log(b), lambda a, b: a == 0),
+    "xlog1py": _safe(lambda a, b: a * np.log1p(b), lambda a, b: a == 0),
+    "xdivy": _safe(lambda a, b: a / b, lambda a, b: a == 0),
+    "multiply_no_nan": _safe(lambda a, b: a * b, lambda a, b: b == 0),
+})
+# NumPy's spellings of the same maths (`np.arctan`, `tnp.absolute`): one op under each name.
+OPS.update({alias: OPS[name] for alias, name in {
+    "absolute": "abs", "fabs": "abs", "arccos": "acos", "arcsin": "asin", "arctan": "atan", "arccosh": "acosh",
+    "arcsinh": "asinh", "arctanh": "atanh", "arctan2": "atan2", "true_divide": "divide",
+    "degrees": "rad2deg", "radians": "deg2rad", "remainder": "mod",
+}.items()})

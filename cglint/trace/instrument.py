@@ -51,7 +51,6 @@ from typing import Any, Callable
 
 CG_MODULE = "tensorflow.python.ops.custom_gradient"
 _CG_FILE = os.path.join("tensorflow", "python", "ops", "custom_gradient.py")
-_INTENTIONAL = re.compile(r"#\s*cglint:\s*intentional\b")
 
 _tracer: "Tracer | None" = None
 
@@ -170,7 +169,7 @@ class _Record:
         path, line, qualname = _source_of(code)
         self.key = {"path": path, "firstlineno": line, "qualname": qualname}
         self.variant = variant
-        self.intentional = _declared_intentional(path, line)
+        self.intentional = _declared_intentional(code, path, line)
         self.eager: dict[tuple, int] = {}  # signature -> eager calls checked
         self.symbolic: dict[tuple, dict] = {}  # signature -> {"f", "kwargs", "covered"}
         self.raised: set[str] = set()
@@ -307,17 +306,16 @@ def _wrapped(f, code):
     return None
 
 
-def _declared_intentional(path: str, firstlineno: int) -> bool:
-    """`# cglint: intentional` on the def line or in the comments directly above it."""
-    i = firstlineno
-    while i > 0:
-        line = linecache.getline(path, i)
-        if _INTENTIONAL.search(line):
-            return True
-        if i < firstlineno and not line.strip().startswith("#"):
-            return False
-        i -= 1
-    return False
+def _declared_intentional(code, path: str, firstlineno: int) -> bool:
+    """`# cglint: intentional` where cglint.directives reads it: above the function, on its
+    decorator and `def` lines, or at the end of a `return` line of it or of a function defined
+    in it (its grad fn). A function autograph converted is known by its user's first line only."""
+    from cglint import directives
+
+    lines = linecache.getlines(path)
+    if code.co_filename == path and code.co_firstlineno == firstlineno:
+        return directives.of_code(lines, code).intentional
+    return directives.of_lines(lines, firstlineno, firstlineno).intentional
 
 
 def _user_line(tb) -> str | None:

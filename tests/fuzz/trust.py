@@ -1,4 +1,4 @@
-"""Fuzz classes for the trust boundaries (README, "Threat model"): a random hostile environment,
+"""Fuzz classes for the trust boundaries (docs/threat-model.md): a random hostile environment,
 the CLI run in this process on it, and the rules checked. `check(r)` picks one class:
 
 - symlinks: a tree with links to files and directories inside and outside it; `--fix DIR`,

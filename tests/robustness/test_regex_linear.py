@@ -43,6 +43,7 @@ DYNAMIC = {
     ("config.py", "self._source"): "gitignore globs: at most two unbounded wildcards per regex, more are run as "
                                    "a state set (tests/test_config.py: test_glob_*_linear)",
     ("config.py", "t[1]"): "one character class of a glob, matched against one character",
+    ("cg013_missing_decorator.py", "f'\\\\b{re.escape(name)}\\\\b'"): "a word, escaped, between word boundaries: a literal",
 }
 
 GROWTH_LIMIT = 12.0

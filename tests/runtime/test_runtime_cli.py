@@ -60,3 +60,20 @@ def test_runtime_tolerance_from_pyproject_reaches_the_check(tmp_path):
     (verdict,) = json.loads(run.stdout)["runtime"]
     # The derivative is 35% off: within a (silly) 50% tolerance it is not confirmed.
     assert verdict["verdict"] == "match", verdict
+
+
+def test_concise_output_carries_the_runtime_verdicts(tmp_path):
+    """One line per finding with its verdict, then one line per runtime check (ruff's concise
+    keeps what the text format says, on one line)."""
+    import re
+
+    (tmp_path / "bad.py").write_text((ROOT / "fixtures/rules/cg005_bad.py").read_text())
+    run = subprocess.run([sys.executable, "-m", "cglint", "--runtime", "--output-format", "concise", "."],
+                         capture_output=True, text=True, cwd=tmp_path, env={**ENV, "NO_COLOR": "1"}, timeout=600)
+    assert run.returncode == 1
+    lines = run.stdout.splitlines()
+    (finding,) = [line for line in lines if " CG005 " in line]
+    assert re.match(r"bad\.py:10:21: CG005 \[\*\] .* = runtime: confirmed: d/x off by \d+%", finding), finding
+    (check,) = [line for line in lines if re.match(r"bad\.py:\d+: \w+: ", line)]
+    assert re.match(r"bad\.py:5: stable_softplus: mismatch vs autodiff: d/x off by \d+%", check), check
+    assert "Found 1 problem in 1 file." in lines
