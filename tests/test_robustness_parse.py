@@ -356,3 +356,18 @@ def test_split_lines_breaks_where_python_does(text):
     assert "".join(pysource.split_lines(text, keepends=True)) == text
     assert pysource.split_lines(text, keepends=True) == [w for w in want if w]
     assert pysource.split_lines(text) == [w.rstrip("\r\n") if w.endswith(("\r", "\n")) else w for w in want if w]
+
+
+def test_an_import_of_a_hundred_thousand_parts_is_cg000_not_minutes():
+    """Found by bench/fuzz_hostile.py: CPython's parser is quadratic in the parts of an import's
+    dotted name (100,000 parts: 17 s of CPU). Beyond MAX_IMPORT_DOTS the statement is CG000
+    where it starts, without reaching Python's parser; a long but sane import is linted."""
+    n = 100_000
+    source = HEAD + SITE + "\ndef f():\n    import " + "a." * n + "b\n"
+    found = diags(source)
+    assert [(line, code) for line, _, code, _ in found] == [(9, "CG000")]
+    assert f"import statement too complex: {n:,} dots" in found[0][3]
+    assert pysource._long_import("from " + "." * 10 + "a" + ".b" * (pysource.MAX_IMPORT_DOTS // 2) + " import c\n") is None
+    continued = "import a" + ".\\\n a" * (pysource.MAX_IMPORT_DOTS + 1) + "\n"
+    assert pysource._long_import("x = 1\n" + continued) == (2, pysource.MAX_IMPORT_DOTS + 1)
+    assert pysource._long_import("x = 'a." + "a." * n + "'\n") is None  # dots outside an import
