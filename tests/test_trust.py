@@ -561,7 +561,7 @@ def test_json_and_sarif_edits_cost_one_pass_per_module(tmp_path):
     """Reproducer 13: each fix's text edits re-generated the whole module (200 sites: 78 s)."""
     site = ('\n@tf.custom_gradient\ndef scale{i}(x, m):\n    def grad(dy):\n        return dy * m, None\n\n'
             '    return tf.identity(x), grad\n\n\nclass Head{i}(keras.layers.Layer):\n    def call(self, f):\n'
-            '        return scale{i}(f, -0.3)\n')
+            '        return scale{i}(f, 3)\n')  # an int: CG015, with a fix (a float next to float32 is fine)
     (tmp_path / "sites.py").write_text("import keras\nimport tensorflow as tf\n" + "".join(site.format(i=i) for i in range(200)))
     for fmt in ("json", "sarif"):
         start = time.perf_counter()
