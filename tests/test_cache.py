@@ -53,7 +53,8 @@ def test_cache_layout_gitignore_and_entries(tree):
     # One entry per file that mentions custom_gradient; the others cost no lookup.
     mentioning = [p for p in (tree / "fixtures").rglob("*.py") if files.may_hold_site(p.read_text())
                   or quickscan.calls_project_site(p.read_text(), str(p))[0]]  # a keyword call of a project site
-    assert len(entries) == len(mentioning)
+    notebooks = list((tree / "fixtures").rglob("*.ipynb"))  # one entry each, by the file's text
+    assert notebooks and len(entries) == len(mentioning) + len(notebooks)
 
 
 def test_corrupt_and_foreign_entries_are_ignored_and_rewritten(tree):
@@ -180,7 +181,8 @@ def test_text_and_json_runs_share_one_entry_per_file(tree):
     entries = {p: p.stat().st_mtime_ns for p in (tree / ".cglint_cache").glob("*/*.json")}
     mentioning = [p for p in (tree / "fixtures").rglob("*.py") if files.may_hold_site(p.read_text())
                   or quickscan.calls_project_site(p.read_text(), str(p))[0]]  # a keyword call of a project site
-    assert len(entries) == len(mentioning)
+    notebooks = list((tree / "fixtures").rglob("*.ipynb"))  # one entry each, by the file's text
+    assert notebooks and len(entries) == len(mentioning) + len(notebooks)
     report(tree, "--output-format", "json")
     report(tree)
     assert {p: p.stat().st_mtime_ns for p in entries} == entries, "a warm run rewrote entries"
