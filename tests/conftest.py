@@ -6,7 +6,14 @@
   editors and pre-commit, the fuzz and regex campaigns, TensorFlow under trace). The default
   suite (`pytest -n auto`, `.ci/run`) runs them; `pytest -m "not slow"` is the quick loop;
 - `benchmark`: a measurement rather than a check of one behaviour (the metamorphic matrix over
-  every rule example): not in the default suite, run by `pytest -m benchmark`.
+  every rule example): not in the default suite, run by `pytest -m benchmark`;
+- `install`: the install and CI recipes run verbatim, each installing cglint and TensorFlow into
+  a fresh virtual environment from a clone (pip's work, not cglint's: minutes of disk and CPU):
+  not in the default suite, run by `pytest -m install` (`.ci/run` runs it after the suite).
+
+`-n auto` starts twice as many workers as CPUs (at most four more): most tests wait on a child
+process (cglint, TensorFlow, pip, an editor) for much of their time, so one worker per CPU
+leaves the CPUs idle for a third of the run.
 
 Modules are marked by name here, in one place, rather than by decorators spread over files."""
 
@@ -26,14 +33,27 @@ SLOW = {
     "test_model_boundaries.py", "test_project.py",
 }
 BENCHMARK = {"test_metamorphic.py"}
+INSTALL = {"test_install_recipes.py"}
+APART = {"benchmark": BENCHMARK, "install": INSTALL}  # tiers run only when their marker is asked for
+
+
+def pytest_xdist_auto_num_workers(config):
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return min(2 * cpus, cpus + 4)
 TENSORFLOW = {"test_project.py", "test_model_boundaries.py", "test_pre_commit.py", "test_cross_module.py"}
 
 
 def pytest_collection_modifyitems(config, items):
-    wanted = "benchmark" in (config.getoption("markexpr", "") or "")
+    asked = config.getoption("markexpr", "") or ""
+    apart = set().union(*(names for marker, names in APART.items() if marker not in asked))
     kept, dropped = [], []
     for item in items:
-        (kept if wanted or Path(str(item.fspath)).name not in BENCHMARK else dropped).append(item)
+        (kept if Path(str(item.fspath)).name not in apart else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
@@ -45,3 +65,5 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
         if path.name in BENCHMARK:
             item.add_marker(pytest.mark.benchmark)
+        if path.name in INSTALL:
+            item.add_marker(pytest.mark.install)
