@@ -752,7 +752,7 @@ def whole_text(rng: random.Random) -> str:
         return program(rng, small=rng.random() < 0.8).decode("utf-8", "surrogateescape")
     if roll < 0.8:
         return SITE * rng.choice([1, 3, 20])
-    if roll < 0.85:
+    if roll < 0.81:
         return SITE * (11 * 2**20 // len(SITE))  # over the file limit
     if roll < 0.9:
         return "[" * rng.choice([1000, 100000]) + "\n"
@@ -1115,7 +1115,7 @@ def run_lsp(seed: int, cases: int, out: Path | None = None, start_session: int =
         campaign.server.close()
         if out is not None and campaign.failures:
             out.mkdir(parents=True, exist_ok=True)
-            (out / f"lsp-{seed}.json").write_text(json.dumps(campaign.failures, indent=2))
+            (out / f"lsp-{seed}-{start_session}.json").write_text(json.dumps(campaign.failures, indent=2))
         _remove(base)
     return campaign
 
@@ -1185,7 +1185,7 @@ def main() -> int:
                       time.time() - t0))
     if args.lsp:
         t0 = time.time()
-        campaign = run_lsp(args.seed, args.lsp, Path(args.out))
+        campaign = run_lsp(args.seed, args.lsp, Path(args.out), start_session=args.start)
         for kind, (n, f) in sorted(campaign.totals.items()):
             table.append(("lsp", kind, n, f, 0.0))
             failures += f
