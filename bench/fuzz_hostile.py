@@ -1,6 +1,20 @@
 """A fuzz campaign of hostile checkouts: generated and mutated programs, configurations, baselines,
-paths and stdin buffers, each run through the CLI in this process (cli.main, as
-tests/inprocess.py does), checking the promises of docs/threat-model.md:
+paths and stdin buffers, through four channels:
+
+- cli (`--cases`): the CLI in this process (cli.main, as tests/inprocess.py does);
+- stdin (`--stdin`): `cglint [--stdin-filename NAME] ... -` in a forked real process (its own
+  pipes and process group), buffers of programs, notebooks, bytes, over the size limit;
+- flake8 (`--flake8`): `flake8 --select CG -j 1 -- FILES` in a forked real process, on generated
+  files, `[tool.cglint]` and `setup.cfg` mutations, odd names, stdin;
+- lsp (`--lsp`): one long-lived `cglint-lsp` process and a JSON-RPC client written here:
+  sessions of didOpen then edits (in bounds, out of bounds, inside surrogate pairs, several per
+  message, whole huge/deep/garbage texts), malformed didChange params, protocol junk (not JSON,
+  not UTF-8, nested 100,000 deep, unknown methods, bad requests), notebooks; every message is
+  followed by a request that must be answered within LSP_TIMEOUT, the server must stay up with
+  no traceback in its log, and each session's last pushed diagnostics must equal a fresh open
+  of the same text.
+
+The CLI channel checks the promises of docs/threat-model.md:
 
 - no exception escapes, the exit status is 0, 1 or 2, no traceback is printed;
 - nothing outside the case's checkout changes (a sentinel directory next to it, reachable by
@@ -12,6 +26,14 @@ tests/inprocess.py does), checking the promises of docs/threat-model.md:
 - each case takes under a CPU budget (a quadratic regex or a walk that never ends shows up).
 
     python bench/fuzz_hostile.py --seed 4242 --cases 10000 [--out DIR] [--time-limit SECONDS]
+    python bench/fuzz_hostile.py --seed 35 --lsp 1750 --start 100000   # LSP sessions 100000...
+    python bench/fuzz_hostile.py --seed 35 --stdin 1500 --flake8 1000
+
+The forked channels and the server add: exit status in the documented set (0/1/2; flake8 0/1),
+no traceback, no process left in the case's process group, no file written by stdin mode or
+flake8, `--fix` on stdin prints the buffer or a whole text that reads back. A traceback of
+flake8's own code with no cglint frame (flake8 opens `# coding: zlib` files with
+tokenize.open) is counted apart as upstream.
 
 Writes every failing case's description to --out (default bench/fuzz-failures/) and prints a
 table (per kind: cases, failures) for bench/RESULTS-fuzz.md. Exit status 1 when a case failed.
@@ -1102,9 +1124,11 @@ class LspCampaign:
                                                     "cellTextDocuments": [{"uri": c} for c in cells]})
 
 
-def run_lsp(seed: int, cases: int, out: Path | None = None, start_session: int = 0) -> LspCampaign:
-    """The language-server channel for `cases` messages at `seed` (tests call this)."""
-    base = Path(tempfile.mkdtemp(prefix="cglint-fuzz-lsp-"))
+def run_lsp(seed: int, cases: int, out: Path | None = None, start_session: int = 0,
+            base: Path | None = None) -> LspCampaign:
+    """The language-server channel for `cases` messages at `seed`, in a fresh directory under
+    `base` (tests/robustness/test_channels.py runs it)."""
+    base = Path(tempfile.mkdtemp(prefix="cglint-fuzz-lsp-", dir=base))
     workdir = base / "proj"
     (workdir / ".git").mkdir(parents=True)
     (workdir / "pyproject.toml").write_text('[tool.cglint]\nselect = ["CG"]\n')
