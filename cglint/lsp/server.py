@@ -428,6 +428,10 @@ class CglintServer(LanguageServer):
 
     def suppress(self, buffer: Buffer, lint: Lint, index: int) -> lsp.CodeAction | None:
         d, diag = lint.result.diagnostics[index], lint.diagnostics[index]
+        if lint.incremental is None and txt.too_large(lint.text) is not None:
+            # Never parsed: its one CG000 is the buffer's, not a line's, and finding where a
+            # comment could go would tokenize 10 MB on the event loop (90 s under load).
+            return None
         # Where a comment can go needs the tokenizer: over the line's top-level statement, not
         # the whole buffer (a statement starts with no string or bracket open, so its tokens are
         # those of the whole file there).

@@ -103,6 +103,12 @@ def test_a_buffer_over_the_file_limit_is_one_cg000_and_never_parsed(server, tmp_
     diagnostics = server.published[uri]["diagnostics"]
     assert [(d["code"], d["message"]) for d in diagnostics] == [
         ("CG000", "cannot read: more than 10 MB, cglint's limit for one file")], diagnostics
+    # A code action on it offers nothing: no `# noqa` line is looked for in a text never parsed
+    # (the fuzzer found the server tokenizing all 11 MB on its event loop for one).
+    reply = server.request("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": {
+        "start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}},
+        timeout=600)
+    assert reply is not None and reply["result"] == [], reply
     # One byte under the limit is linted as usual (its first site's CG005 is there).
     server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": OP}]})
     assert server.pump(lambda: server.published.get(uri, {}).get("version") == 2, 600)
