@@ -35,15 +35,14 @@ needs_lsp = pytest.mark.skipif(importlib.util.find_spec("pygls") is None, reason
 
 
 @pytest.mark.parametrize("config", [
-    '[tool.cglint]\nunknown-key = 1\n',
-    '[tool.cglint]\nextend-exclude = [' + '[' * 2000 + ']' * 2000 + ']\n',
-    '[tool.cglint]\nselect = ["CG"]\n\xff\xfe',
-])
+    b'[tool.cglint]\nunknown-key = 1\n',
+    b'[tool.cglint]\nextend-exclude = [' + b'[' * 2000 + b']' * 2000 + b']\n',
+    b'[tool.cglint]\nselect = ["CG"]\n\xff\xfe',
+], ids=["unknown-key", "nested-2000-deep", "not-utf8"])
 def test_flake8_with_a_broken_configuration_reports_it_on_each_file(tmp_path, config):
     """Found by the flake8 channel: ConfigError escaped the plugin, flake8 died with a traceback
     ("There was a critical error") and checked nothing."""
-    (tmp_path / "pyproject.toml").write_bytes(config.encode("utf-8", "surrogateescape") if "\xff" not in config
-                                              else config[:-2].encode() + b"\xff\xfe")
+    (tmp_path / "pyproject.toml").write_bytes(config)
     (tmp_path / "op.py").write_text(OP)
     (tmp_path / "other.py").write_text("x = 1\n")
     run = subprocess.run([sys.executable, "-m", "flake8", "--select", "CG", "-j", "1", "--", "op.py", "other.py"],
