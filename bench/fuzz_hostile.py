@@ -590,7 +590,7 @@ def frame(message) -> bytes:
 class LspServer:
     """A real language-server process and a minimal JSON-RPC client for it."""
 
-    def __init__(self, workdir: Path, log_path: Path, encoding: str = "utf-16") -> None:
+    def __init__(self, workdir: Path, log_path: Path, encoding: str = "utf-16", pull: bool = False) -> None:
         self.log_path = log_path
         self.log = open(log_path, "wb")
         exe = Path(sys.executable).parent / "cglint-lsp"
@@ -613,13 +613,18 @@ class LspServer:
             "capabilities": {"general": {"positionEncodings": [encoding]},
                              "textDocument": {"publishDiagnostics": {"versionSupport": True},
                                               "codeAction": {"codeActionLiteralSupport": {"codeActionKind": {
-                                                  "valueSet": ["quickfix", "source"]}}}},
+                                                  "valueSet": ["quickfix", "source"]}}},
+                                              **({"diagnostic": {}} if pull else {})},
                              "notebookDocument": {"synchronization": {}},
-                             "workspace": {"workspaceEdit": {"documentChanges": True}}},
+                             "workspace": {"workspaceEdit": {"documentChanges": True},
+                                           **({"diagnostics": {"refreshSupport": True}} if pull else {})}},
         }, timeout=120)
         if reply is None or "result" not in reply:
             raise RuntimeError(f"the server did not initialize: {reply}; log: {self.new_log()[-2000:]}")
         self.encoding = reply["result"]["capabilities"].get("positionEncoding", "utf-16")
+        self.pull = "diagnosticProvider" in reply["result"]["capabilities"]
+        if self.encoding != encoding or self.pull != pull:
+            raise RuntimeError(f"the server chose {self.encoding}, pull {self.pull}")
         self.notify("initialized", {})
 
     def alive(self) -> bool:
@@ -751,6 +756,46 @@ class Units:
         return line, rng.randint(0, len(self.u[starts[line]:end].rstrip("\r\n")))
 
 
+class Utf8Units:
+    """A document as a UTF-8 client holds it: a column counts bytes. Positions this client
+    makes fall between characters (inside one the spec says nothing); clamped as the spec says."""
+
+    def __init__(self, text: str) -> None:
+        self.u = text  # `u`: what the campaign measures (len) and Units keeps
+
+    def text(self) -> str:
+        return self.u
+
+    def _line(self, line: int) -> tuple[int, str] | None:
+        starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", self.u)]
+        if line >= len(starts):
+            return None
+        end = starts[line + 1] if line + 1 < len(starts) else len(self.u)
+        return starts[line], self.u[starts[line]:end].rstrip("\r\n")
+
+    def offset(self, line: int, character: int) -> int:
+        found = self._line(line)
+        if found is None:
+            return len(self.u)
+        start, content = found
+        seen = 0
+        for i, char in enumerate(content):
+            if seen >= character:
+                return start + i
+            seen += len(char.encode("utf-8", "surrogatepass"))
+        return start + len(content)
+
+    def edit(self, a: tuple[int, int], b: tuple[int, int], new: str) -> None:
+        x, y = self.offset(*a), self.offset(*b)
+        self.u = self.u[:x] + new + self.u[y:]
+
+    def random_position(self, rng: random.Random) -> tuple[int, int]:
+        lines = len(re.findall(r"\r\n|\r|\n", self.u)) + 1
+        line = rng.randrange(lines)
+        _, content = self._line(line)
+        return line, len(content[:rng.randint(0, len(content))].encode("utf-8", "surrogatepass"))
+
+
 TYPED = ["a", "x", "dy", " ", "    ", "(", ")", ":", ",", "=", "#", '"', "'''", "tf.", "return ", "def ", "\n",
          "\r\n", "\r", "\t", "\x0c", "\u2028", "\x85", "\x00", "😀", "𝔘", "é", "\ud83d", "\ude00", "\udcff",
          "  # noqa: CG005", "  # cglint: noqa", "@tf.custom_gradient\n", "lambda dy: dy", "\\", "\ufeff",
@@ -874,9 +919,12 @@ def lsp_uri(rng: random.Random, workdir: Path, n: int) -> str:
 class LspCampaign:
     """The language-server channel: sessions of edits to one document (or one notebook)."""
 
-    def __init__(self, seed: int, workdir: Path, log_path: Path) -> None:
+    def __init__(self, seed: int, workdir: Path, log_path: Path, client: str = "push-utf16") -> None:
         self.seed, self.workdir, self.log_path = seed, workdir, log_path
-        self.server = LspServer(workdir, log_path)
+        self.pull = client.startswith("pull")
+        self.encoding = "utf-8" if client.endswith("utf8") else "utf-16"
+        self.units = Utf8Units if self.encoding == "utf-8" else Units
+        self.server = LspServer(workdir, log_path, self.encoding, self.pull)
         self.totals: dict[str, list[int]] = {}
         self.failures: list[dict] = []
         self.cases = 0
@@ -887,7 +935,7 @@ class LspCampaign:
     def restart(self) -> None:
         with contextlib.suppress(Exception):
             self.server.close()
-        self.server = LspServer(self.workdir, self.log_path.with_suffix(f".{self.session}.log"))
+        self.server = LspServer(self.workdir, self.log_path.with_suffix(f".{self.session}.log"), self.encoding, self.pull)
 
     def check(self, kind: str, what: str, answered: bool = True, reply=None) -> bool:
         """One case's verdict: the server answers, lives, and logs no traceback."""
@@ -939,7 +987,7 @@ class LspCampaign:
         server = self.server
         uri = lsp_uri(rng, self.workdir, self.session)
         text = whole_text(rng) if rng.random() < 0.5 else SITE
-        doc: Units | None = Units(text) if len(text) < 200_000 else None
+        doc = self.units(text) if len(text) < 200_000 else None
         known = True  # the client knows the server's text
         version = 1
         server.notify("textDocument/didOpen", {"textDocument": {
@@ -968,7 +1016,7 @@ class LspCampaign:
             elif roll < 0.6:
                 kind, new = "full", whole_text(rng)
                 changes = [{"text": new}]
-                doc, known = (Units(new) if len(new) < 200_000 else None), len(new) < 200_000
+                doc, known = (self.units(new) if len(new) < 200_000 else None), len(new) < 200_000
                 what = f"didChange full text ({len(new)} chars)"
             elif roll < 0.7:
                 kind = "out-of-bounds"
@@ -1009,7 +1057,7 @@ class LspCampaign:
                 if rng.random() < 0.5:
                     server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
                 text = doc.text() if doc is not None and known else whole_text(rng)
-                doc, known, version = (Units(text) if len(text) < 200_000 else None), len(text) < 200_000, 1
+                doc, known, version = (self.units(text) if len(text) < 200_000 else None), len(text) < 200_000, 1
                 server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python",
                                                                         "version": version, "text": text}})
                 answered, reply = self.sync(uri)
@@ -1024,7 +1072,7 @@ class LspCampaign:
         self.compare(rng, uri, doc if known else None, version)
         server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
-    def compare(self, rng: random.Random, uri: str, doc: Units | None, version: int) -> None:
+    def compare(self, rng: random.Random, uri: str, doc, version: int) -> None:
         """The diagnostics pushed for the session's last text equal those of that text opened
         fresh under a URI naming the same file (one analysis however the text arrived)."""
         server = self.server
@@ -1037,12 +1085,18 @@ class LspCampaign:
                                                      "contentChanges": [{"text": text}]})
         else:
             text = doc.text()
-        got = server.pump(lambda: server.published.get(uri, {}).get("version") == version, LSP_TIMEOUT)
         ref = uri + "#fresh"
         server.published.pop(ref, None)
-        server.notify("textDocument/didOpen", {"textDocument": {"uri": ref, "languageId": "python", "version": 1,
-                                                                "text": text}})
-        fresh = server.pump(lambda: server.published.get(ref, {}).get("version") == 1, LSP_TIMEOUT)
+        if self.pull:  # nothing is pushed: pull both (what a pull client shows)
+            got = self._pulled(uri, version)
+            server.notify("textDocument/didOpen", {"textDocument": {"uri": ref, "languageId": "python", "version": 1,
+                                                                    "text": text}})
+            fresh = self._pulled(ref, 1)
+        else:
+            got = server.pump(lambda: server.published.get(uri, {}).get("version") == version, LSP_TIMEOUT)
+            server.notify("textDocument/didOpen", {"textDocument": {"uri": ref, "languageId": "python", "version": 1,
+                                                                    "text": text}})
+            fresh = server.pump(lambda: server.published.get(ref, {}).get("version") == 1, LSP_TIMEOUT)
         server.notify("textDocument/didClose", {"textDocument": {"uri": ref}})
         self.cases += 1
         row = self.totals.setdefault("compare", [0, 0])
@@ -1074,6 +1128,13 @@ class LspCampaign:
             print(f"lsp case {self.cases} (compare, session {self.session}): {problem[:600]}", file=sys.__stderr__, flush=True)
         if not server.alive():
             self.restart()
+
+    def _pulled(self, uri: str, version: int) -> bool:
+        reply = self.server.request("textDocument/diagnostic", {"textDocument": {"uri": uri}})
+        if reply is None or "result" not in reply:
+            return False
+        self.server.published[uri] = {"uri": uri, "version": version, "diagnostics": reply["result"].get("items", [])}
+        return True
 
     def notebook_session(self, rng: random.Random, cases: int) -> None:
         server = self.server
@@ -1125,14 +1186,14 @@ class LspCampaign:
 
 
 def run_lsp(seed: int, cases: int, out: Path | None = None, start_session: int = 0,
-            base: Path | None = None) -> LspCampaign:
+            base: Path | None = None, client: str = "push-utf16") -> LspCampaign:
     """The language-server channel for `cases` messages at `seed`, in a fresh directory under
     `base` (tests/robustness/test_channels.py runs it)."""
     base = Path(tempfile.mkdtemp(prefix="cglint-fuzz-lsp-", dir=base))
     workdir = base / "proj"
     (workdir / ".git").mkdir(parents=True)
     (workdir / "pyproject.toml").write_text('[tool.cglint]\nselect = ["CG"]\n')
-    campaign = LspCampaign(seed, workdir, base / "server.log")
+    campaign = LspCampaign(seed, workdir, base / "server.log", client)
     try:
         campaign.run(cases, start_session)
     finally:
@@ -1154,6 +1215,9 @@ def main() -> int:
     parser.add_argument("--stdin", type=int, default=0, help="cases of the stdin channel (a forked `cglint -`)")
     parser.add_argument("--flake8", type=int, default=0, help="cases of the flake8 channel (a forked `flake8 --select CG`)")
     parser.add_argument("--lsp", type=int, default=0, help="messages of the language-server channel (one server)")
+    parser.add_argument("--lsp-client", choices=["push-utf16", "pull-utf8"], default="push-utf16",
+                        help="the client the server meets: pushed diagnostics and UTF-16 columns (Neovim, "
+                             "most clients) or pulled diagnostics and UTF-8 columns")
     parser.add_argument("--start", type=int, default=0,
                         help="first case index (each case depends on the seed and its index only: "
                              "ranges run in parallel make one campaign)")
@@ -1209,11 +1273,11 @@ def main() -> int:
                       time.time() - t0))
     if args.lsp:
         t0 = time.time()
-        campaign = run_lsp(args.seed, args.lsp, Path(args.out), start_session=args.start)
+        campaign = run_lsp(args.seed, args.lsp, Path(args.out), start_session=args.start, client=args.lsp_client)
         for kind, (n, f) in sorted(campaign.totals.items()):
-            table.append(("lsp", kind, n, f, 0.0))
+            table.append((f"lsp ({args.lsp_client})", kind, n, f, 0.0))
             failures += f
-        table.append(("lsp", "all", campaign.cases, len(campaign.failures), time.time() - t0))
+        table.append((f"lsp ({args.lsp_client})", "all", campaign.cases, len(campaign.failures), time.time() - t0))
         print(f"lsp: {campaign.session} sessions; wall seconds by kind: "
               + ", ".join(f"{k} {v:.0f}" for k, v in sorted(campaign.spent.items())), file=sys.__stderr__)
     print("| channel | kind | cases | failures | wall (s) |\n| --- | --- | ---: | ---: | ---: |")
