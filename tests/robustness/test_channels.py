@@ -156,12 +156,14 @@ def test_a_message_the_server_cannot_read_is_one_log_line_and_the_server_goes_on
 
 
 @needs_lsp
-def test_the_fuzzers_language_server_channel_at_a_fixed_seed(tmp_path):
-    """bench/fuzz_hostile.py's LSP channel, 50 messages at seed 7: edits in and out of bounds,
-    malformed changes, protocol junk, requests, a notebook session; each answered, the server
-    alive and its log free of tracebacks, and each session's last diagnostics equal to a fresh
-    open of the same text."""
-    campaign = _fuzz().run_lsp(7, 50, base=tmp_path)
+@pytest.mark.parametrize("client", ["push-utf16", "pull-utf8"])
+def test_the_fuzzers_language_server_channel_at_a_fixed_seed(tmp_path, client):
+    """bench/fuzz_hostile.py's LSP channel, 50 messages at seed 7, for a client that gets
+    diagnostics pushed and counts UTF-16 units and for one that pulls and counts UTF-8 bytes:
+    edits in and out of bounds, malformed changes, protocol junk, requests; each answered, the
+    server alive and its log free of tracebacks, and each session's last diagnostics equal to a
+    fresh open of the same text."""
+    campaign = _fuzz().run_lsp(7, 50, base=tmp_path, client=client)
     assert campaign.failures == [], campaign.failures
     assert campaign.cases >= 50
     kinds = {kind for kind, (n, _) in campaign.totals.items() if n}
