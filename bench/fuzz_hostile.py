@@ -23,7 +23,9 @@ The CLI channel checks the promises of docs/threat-model.md:
   1 into 0, `--runtime` never runs anything);
 - a finding in a file that was not checked is never "All checks passed": when any path could
   not be checked, the exit status is 2;
-- each case takes under a CPU budget (a quadratic regex or a walk that never ends shows up).
+- each case takes under a CPU budget (a quadratic regex or a walk that never ends shows up);
+- no half-written file: no `*.cglint-tmp` left, none pending in `files._PENDING`, and every
+  source or notebook that read before the case (decoded; JSON parsed) still reads after it.
 
     python bench/fuzz_hostile.py --seed 4242 --cases 10000 [--out DIR] [--time-limit SECONDS]
     python bench/fuzz_hostile.py --seed 35 --lsp 1750 --start 100000   # LSP sessions 100000...
@@ -227,6 +229,27 @@ def snapshot(directory: Path) -> dict[str, str]:
     return out
 
 
+def _readable_sources(proj: Path) -> set[str]:
+    """The sources and notebooks under `proj` that read as cglint reads them (decoded; a
+    notebook's JSON parsed): a write that leaves one of them unreadable was cut short."""
+    from cglint import source
+
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(proj):
+        dirnames[:] = [d for d in dirnames if d not in (".git", ".cglint_cache")]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if not name.endswith((".py", ".ipynb")) or os.path.islink(path):
+                continue
+            try:
+                data = Path(path).read_bytes()
+                json.loads(data) if name.endswith(".ipynb") else source.decode(data)
+            except (OSError, ValueError, RecursionError):  # UndecodableError is a ValueError
+                continue
+            out.add(path)
+    return out
+
+
 def run_case(rng: random.Random) -> tuple[str, str | None, list[str]]:
     from cglint import cli
 
@@ -235,6 +258,7 @@ def run_case(rng: random.Random) -> tuple[str, str | None, list[str]]:
     try:
         kind, args, stdin, expect = case(rng, base)
         before = snapshot(base / "outside")
+        readable = _readable_sources(base / "proj")
         out, err = io.StringIO(), io.StringIO()
         stdin_stream = io.TextIOWrapper(io.BytesIO(stdin or b""), encoding="utf-8", errors="surrogateescape")
         os.chdir(base / "proj")
@@ -267,6 +291,14 @@ def run_case(rng: random.Random) -> tuple[str, str | None, list[str]]:
             problems.append("a path not checked, yet exit status %s" % code)
         if spent > CPU_BUDGET:
             problems.append(f"{spent:.1f} s of CPU")
+        from cglint import files
+
+        left = [str(p) for p in base.rglob("*.cglint-tmp")] + sorted(files._PENDING)
+        if left:
+            problems.append(f"a half-written file was left: {left[:3]}")
+        broken = sorted(readable - _readable_sources(base / "proj"))
+        if broken:
+            problems.append(f"a source that read before no longer reads: {broken[:3]}")
         return kind, "; ".join(problems) or None, args
     finally:
         os.chdir(here)
