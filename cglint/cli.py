@@ -142,8 +142,36 @@ def entry() -> None:
     os._exit(code)
 
 
+def _escape_unencodable(exc: UnicodeError):
+    """Output error handler: a byte of a name that is not UTF-8 (a surrogate escape) is written
+    as that byte, as `ls` shows it; any other character the stream cannot carry (a lone
+    surrogate, an accent on an ASCII terminal) as a backslash escape."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    char = exc.object[exc.start]
+    if 0xDC80 <= ord(char) <= 0xDCFF:
+        return bytes([ord(char) - 0xDC00]), exc.start + 1
+    return char.encode("ascii", "backslashreplace").decode("ascii"), exc.start + 1
+
+
+def _tolerant_output() -> None:
+    """stdout and stderr never raise on what cglint prints: under a UTF-8 locale other than
+    C.UTF-8 (or PYTHONIOENCODING=...:strict) Python's streams are strict, and a file name that
+    is not UTF-8 ended the report with a UnicodeEncodeError."""
+    import codecs
+
+    codecs.register_error("cglint.escape", _escape_unencodable)
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="cglint.escape")
+            except (OSError, ValueError, AttributeError):  # a stream that cannot change: left as it is
+                pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _tolerant_output()
     limit = address_space_limit()
     if limit is not None and limit < MIN_ADDRESS_SPACE_MIB and "--version" not in argv:
         print(f"cglint: error: cglint needs about {MIN_ADDRESS_SPACE_MIB} MiB of address space; the limit set "

@@ -42,8 +42,17 @@ class Plugin:
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         from cglint import engine, noqa
 
+        from cglint.config import ConfigError
+
+        try:
+            rules = self._rules()
+        except ConfigError as exc:
+            # A broken [tool.cglint] stops `cglint` with one line and exit 2; flake8 cannot
+            # stop for a plugin, so each file gets that line as a finding (never a pass).
+            yield 1, 0, f"CG000 cannot read the cglint configuration: {' '.join(str(exc).split())}", type(self)
+            return
         source = "".join(self.lines)
-        result = engine.lint_source(source, self.filename, self._rules(), apply_noqa=False)
+        result = engine.lint_source(source, self.filename, rules, apply_noqa=False)
         # The CLI's parser for every directive, so both honour the same spellings.
         kept, _ = (noqa.apply(result.diagnostics, source, (), line_noqa=not self.disable_noqa)
                    if result.diagnostics else ([], []))
@@ -58,5 +67,11 @@ class Plugin:
 
         directory = os.path.dirname(os.path.abspath(self.filename))
         if directory not in self._settings_by_dir:
-            self._settings_by_dir[directory] = config.load(directory)
-        return list(self._settings_by_dir[directory].rules_for(self.filename))
+            try:
+                self._settings_by_dir[directory] = config.load(directory)
+            except config.ConfigError as exc:  # read once per directory, said for every file
+                self._settings_by_dir[directory] = exc
+        settings = self._settings_by_dir[directory]
+        if isinstance(settings, config.ConfigError):
+            raise settings
+        return list(settings.rules_for(self.filename))

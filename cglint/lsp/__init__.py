@@ -63,10 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     loader.join()
     if loaded:
         return _missing(str(loaded[0]))
-    from cglint.lsp.server import build_server
+    from cglint.lsp.server import build_server, log_input_errors_as_one_line
 
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="cglint-lsp %(levelname)s %(name)s: %(message)s")
+    log_input_errors_as_one_line()
     server = build_server()
     if args.debounce_ms is not None:
         server.debounce = args.debounce_ms / 1000

@@ -127,7 +127,10 @@ def _lint(doc: dict, encoding: str) -> dict:
 
     path = txt.fs_path(doc["uri"])
     text = doc["text"]
-    result = engine.lint_source(text, path or doc["uri"], diagnostics.workspace_rules(path))
+    rules = diagnostics.workspace_rules(path)
+    reason = txt.too_large(text)
+    result = engine.unreadable(path or doc["uri"], rules, reason) if reason else engine.lint_source(
+        text, path or doc["uri"], rules)
     index = txt.LineIndex(text)
     out = {"uri": doc["uri"], "diagnostics": [diagnostics.as_json(d, index, encoding) for d in result.diagnostics]}
     if isinstance(doc.get("version"), int):

@@ -63,10 +63,15 @@ def lint_cells(ls, uri: str, cells: list[tuple[int, str, str]]) -> dict[str, lis
     """Diagnostics for every code cell (an empty list for a clean one), by cell URI."""
     path = _path(uri)
     rules = ls.rules_for(path)
+    out: dict[str, list[lsp.Diagnostic]] = {cell_uri: [] for _, cell_uri, _ in cells}
+    if cells and (reason := txt.too_large("".join(text for _, _, text in cells))) is not None:
+        # As a notebook file over the limit: one CG000, on the first code cell, nothing parsed.
+        for d in engine.unreadable(path or uri, rules, reason).diagnostics:
+            out[cells[0][1]].append(ls.to_lsp(d, txt.LineIndex(cells[0][2])))
+        return out
     nb = nbmod.Notebook.from_cells((number, number - 1, text) for number, _, text in cells)
     result = engine.lint_notebook(nb, path or uri, rules)
     by_number = {number: (cell_uri, txt.LineIndex(text)) for number, cell_uri, text in cells}
-    out: dict[str, list[lsp.Diagnostic]] = {cell_uri: [] for _, cell_uri, _ in cells}
     for d in result.diagnostics:
         if d.cell not in by_number:
             continue

@@ -71,8 +71,52 @@ def _config_key(path: str | None) -> tuple[tuple[str, int, int], ...]:
 
 
 def _fix_all(source: str, path: str, rules: list[type[Rule]]) -> str:
-    """The buffer with every safe fix applied, as `cglint --fix` would write it."""
+    """The buffer with every safe fix applied, as `cglint --fix` would write it (a buffer over
+    the size limit is not fixed, as `cglint --fix` leaves such a file alone)."""
+    if txt.too_large(source) is not None:
+        return source
     return fixing.fix_source(source, path, rules).new_source
+
+
+# -- the log: a message the client got wrong is one line ----------------------------------------
+
+# The root causes pygls meets reading a client's message that is not JSON, not UTF-8, nested
+# beyond the parser or not of the protocol's types: the client's error, logged as one line.
+_INPUT_ERRORS = (ValueError, RecursionError, JsonRpcException)  # JSONDecodeError, UnicodeDecodeError included
+
+
+def _root_cause(formatted: str) -> str | None:
+    """The last `SomeError: message` line of a formatted traceback (cattrs nests its causes
+    in `|`-indented groups)."""
+    for line in reversed(formatted.splitlines()):
+        name, sep, message = line.strip(" \t|").partition(": ")
+        if sep and name.endswith(("Error", "Exception")) and name.replace(".", "").replace("_", "").isalnum():
+            return f"{name}: {message}"
+    return None
+
+
+class OneLineInputErrors(logging.Filter):
+    """pygls logs a message it cannot read with a traceback ("Unable to deserialize message"
+    with the formatted traceback, then "Unable to handle message" with the exception): both
+    become one line naming the cause, as any other error on an input does. A failure in
+    cglint's own handlers keeps its traceback (pygls logs those under other messages)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("pygls"):
+            return True
+        if record.msg == "Unable to deserialize message\n%s" and record.args:
+            record.msg, record.args = "cannot read a message (dropped): %s", (
+                _root_cause(str(record.args[0])) or "its params are not of the protocol's types",)
+        elif record.msg == "Unable to handle message" and record.exc_info and isinstance(record.exc_info[1], _INPUT_ERRORS):
+            exc = record.exc_info[1]
+            record.msg, record.args = "cannot read a message (dropped): %s: %s", (type(exc).__name__, str(exc)[:200])
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def log_input_errors_as_one_line() -> None:
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(OneLineInputErrors())
 
 
 # -- per-buffer state -------------------------------------------------------------------------
@@ -222,11 +266,14 @@ class CglintServer(LanguageServer):
             # What `engine.lint_source(text, path, rules)` gives, re-parsing only
             # the statements this edit changed (cglint.lsp.incremental).
             previous = buffer.lint.incremental if buffer.lint is not None else None
-            incremental = self.analysis.lint(text, path, rules, superseded, previous)
-            if incremental is None:
-                log.debug("lint of %s v%s superseded", buffer.uri, buffer.version)
-                return None
-            result = incremental.result
+            if (reason := txt.too_large(text)) is not None:  # as a file over the limit: one CG000
+                incremental, result = None, engine.unreadable(path, rules, reason)
+            else:
+                incremental = self.analysis.lint(text, path, rules, superseded, previous)
+                if incremental is None:
+                    log.debug("lint of %s v%s superseded", buffer.uri, buffer.version)
+                    return None
+                result = incremental.result
             index = txt.LineIndex(text)
             diagnostics = [self.to_lsp(d, index) for d in result.diagnostics]
         except Exception:
@@ -381,6 +428,10 @@ class CglintServer(LanguageServer):
 
     def suppress(self, buffer: Buffer, lint: Lint, index: int) -> lsp.CodeAction | None:
         d, diag = lint.result.diagnostics[index], lint.diagnostics[index]
+        if lint.incremental is None and txt.too_large(lint.text) is not None:
+            # Never parsed: its one CG000 is the buffer's, not a line's, and finding where a
+            # comment could go would tokenize 10 MB on the event loop (90 s under load).
+            return None
         # Where a comment can go needs the tokenizer: over the line's top-level statement, not
         # the whole buffer (a statement starts with no string or bracket open, so its tokens are
         # those of the whole file there).

@@ -108,6 +108,16 @@ class LineIndex:
         return Position(number, units(text[: max(column - 1, 0)], encoding))
 
 
+def too_large(text: str) -> str | None:
+    """Why a buffer is over the limit for one file (the CLI's, `files.MAX_FILE_BYTES` of UTF-8),
+    or None. An editor's buffer is linted as a file would be: one CG000, never parsed."""
+    from cglint.files import MAX_FILE_BYTES
+
+    if len(text) * 4 <= MAX_FILE_BYTES or len(text.encode("utf-8", "surrogatepass")) <= MAX_FILE_BYTES:
+        return None
+    return f"more than {MAX_FILE_BYTES // 2**20} MB, cglint's limit for one file"
+
+
 def apply_change(text: str, start: Position, end: Position, new_text: str, encoding: str) -> str:
     """An incremental `didChange` applied to `text`. In UTF-16 a position may fall between the
     two halves of a surrogate pair: the edit splits the pair there, as it does in the client's
