@@ -983,9 +983,11 @@ def no_inputs_report(failures: list, seed: int = 0) -> GradientReport:
     """The verdict when no candidate input ran the forward: `error` with TensorFlow's message
     when every candidate failed with the same custom-gradient contract error, else `skipped`."""
     failures = [f for f in failures if f]
-    if failures and len(set(failures)) == 1 and _CONTRACT.search(failures[0]):
-        return GradientReport(verdict="error", seed=seed,
-                              detail=f"the forward fails on every input: {failures[0]}")
+    if contract := [f for f in failures if _CONTRACT.search(f)]:
+        # The forward ran to its return on these inputs and broke TensorFlow's contract there
+        # (other candidates may have failed earlier, on their shapes): the function's fault.
+        every = "every input" if len(contract) == len(failures) else "every input it runs on"
+        return GradientReport(verdict="error", seed=seed, detail=f"the forward fails on {every}: {contract[0]}")
     if len(failures) > 1 and len(set(failures)) == 1 and not _WANTS_OTHER_INPUTS.search(failures[0]):
         # The same error whatever the shape: the forward itself is broken (a constant of the
         # wrong dtype, a misspelt op), not the inputs the search tried.

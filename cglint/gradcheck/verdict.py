@@ -591,6 +591,16 @@ class _Decider:
             results[k] = (v, ref, e, f"{d}: the complex conjugate of autodiff's gradient (TensorFlow's "
                           "gradient for a complex input is upstream * conj(f'(z)): tf.math.conj missing or extra)")
             ref_mismatch.remove(k)
+        if ref_mismatch and all(zero(c) and (c is None or np.all(np.asarray(c) == 0))
+                                for cs in self.m.customs for c in cs):
+            # Exact zeros for every input and variable on every probe: a stop written out
+            # (`tf.zeros_like(x)` for each), as deliberate as returning None. One gradient zeroed
+            # beside others that flow is not this: that is the dropped-term bug.
+            names = ", ".join(self.args[k].name for k in ref_mismatch)
+            for k in ref_mismatch:
+                results[k] = ("intentional", "autodiff", results[k][2],
+                              f"gradient stopped: the grad fn returns zeros for every input ({names})")
+            ref_mismatch, bad = [], [k for k in bad if k not in ref_mismatch]
         swaps = self.swapped(bad)
         if swaps:
             where = (" (`variables` comes sorted by name here)"

@@ -421,6 +421,8 @@ def check_by_calling(module, source: str, request: dict, seed: int) -> dict:
                 for spec_text, before, _ in attempts(applied, name, 8):
                     if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
                         return got
+        if reach.get("only_applied"):
+            return _not_reached(", ".join(reach["applied"]), failures, seed)
         for spec_text, before, made in attempts(outer, reach["function"], 8):
             if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
                 return judged(got)

@@ -28,7 +28,8 @@ _COMPLEX = re.compile(r"\bcomplex(64|128)\b|tf\.complex\(|\bconj\(|\b\d+(\.\d*)?
 _HALF = re.compile(r"\bmixed_b?float16\b|\bb?float16\b")
 # Calls whose first argument is a shape or a literal value: their result's shape is known.
 _SHAPED = {"tensorflow.zeros", "tensorflow.ones", "tensorflow.random.normal", "tensorflow.random.uniform",
-           "tensorflow.fill", "tensorflow.random.truncated_normal"}
+           "tensorflow.fill", "tensorflow.random.truncated_normal", "tensorflow.random.stateless_normal",
+           "tensorflow.random.stateless_uniform", "tensorflow.random.stateless_truncated_normal"}
 _VALUED = {"tensorflow.Variable", "tensorflow.constant", "tensorflow.convert_to_tensor"}
 
 
@@ -94,6 +95,17 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             skip = None
         elif skip is None and "inputs" not in request and (owner := _decorated_method(model, site)) is not None:
             request["reach"] = owner  # a method needs an instance: the child builds the class
+        applied = (request.get("reach") or {}).get("applied")
+        if applied and skip is None:
+            # A decorator factory's product is called by the names it decorates
+            # (`@straight_through(surrogate) def binarize(x)`): one verdict per application,
+            # under that name, each reached through it with the module's own arguments.
+            for name in applied:
+                planned.append(Planned(site, start, {**request, "function": name,
+                                                     "reach": {**request["reach"], "applied": [name],
+                                                               "only_applied": True}},
+                                       mine, None, end))
+            continue
         planned.append(Planned(site, start, request, mine, skip, end))
     return planned
 
@@ -347,7 +359,7 @@ def _shape_of_call(model: ModuleModel, call: cst.Call, scope, depth: int = 0) ->
     positional = [a.value for a in call.args if not a.keyword and not a.star]
     if not positional:
         return None
-    first = positional[0]
+    first = _scaled_operand(positional[0])
     qual = model.qualname(call.func)
     if qual in _VALUED:
         if isinstance(first, cst.Call):
@@ -358,6 +370,20 @@ def _shape_of_call(model: ModuleModel, call: cst.Call, scope, depth: int = 0) ->
             or isinstance(call.func, cst.Call):  # an initialiser instance called on a shape
         return _dims(model, first, scope)
     return None
+
+
+def _scaled_operand(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`tf.random.normal([6, 6]) * 0.4`, `0.1 * init(...)`: arithmetic with a number keeps the
+    tensor's shape, so the tensor operand stands for the whole."""
+    while isinstance(node, cst.BinaryOperation):
+        numbers = [_number_spec(side) is not None for side in (node.left, node.right)]
+        if numbers == [False, True]:
+            node = node.left
+        elif numbers == [True, False]:
+            node = node.right
+        else:
+            break
+    return node
 
 
 def _dims(model: ModuleModel, node: cst.BaseExpression, scope) -> list[int] | None:

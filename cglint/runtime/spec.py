@@ -441,6 +441,46 @@ def roles(source: str, qualname: str) -> dict[str, object]:
     return out
 
 
+_MATMUL = {"matmul", "mm"}
+
+
+def matmul_shapes(source: str, qualname: str, k: int = 3, m: int = 4) -> dict[str, tuple] | None:
+    """Shapes that fit the forward's matrix products of its own parameters (`tf.matmul(x, kernel)`,
+    `x @ w`, `transpose_a/b=`): the left operand (2, k), the right (k, m), and every other
+    parameter (m,), as a bias or per-unit parameter added to the product is. None without one."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    node = _find_def(tree, qualname)
+    if node is None:
+        return None
+    names = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+    out: dict[str, tuple] = {}
+    for n in ast.walk(node):
+        pair, flags = None, {}
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+            pair = (n.left, n.right)
+        elif isinstance(n, ast.Call) and _call_name(n) in _MATMUL and len(n.args) >= 2:
+            pair = (n.args[0], n.args[1])
+            flags = {kw.arg: isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in n.keywords}
+        if pair is None:
+            continue
+        left, right = ((2, k), (k, m))
+        if flags.get("transpose_a"):
+            left = left[::-1]
+        if flags.get("transpose_b"):
+            right = right[::-1]
+        for operand, shape in zip(pair, (left, right)):
+            if isinstance(operand, ast.Name) and operand.id in names and operand.id not in out:
+                out[operand.id] = shape
+        if out:
+            break  # the first product fixes k and m; later ones use what it made
+    if not out:
+        return None
+    return {name: out.get(name, (m,)) for name in names}
+
+
 def _one(name: str, shape: tuple, hint: str | None, role: object = None) -> str:
     if hint is not None:
         return hint
@@ -506,6 +546,9 @@ def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
         ks = list(dict.fromkeys([s[-1] for s in shapes if len(s) == 1] + [3]))
         mixed = [spec([(4, k) if i == free[0] else (k,) for i in range(nparams)]) for k in ks]
         specs = [specs[0]] + mixed[:2] + specs[1:] if shapes else mixed[:2] + specs
+    if nparams > 1 and (product := matmul_shapes(source, qualname)) is not None \
+            and len(product) == nparams and len(set(product.values())) > 1:
+        specs.insert(1, ", ".join(_one(n, product[n], hints.get(i), used.get(n)) for i, n in enumerate(names)))
     if nparams > 1 and len(shapes) >= nparams:
         specs.insert(0, ", ".join(_one(n, shapes[i], hints.get(i), used.get(n)) for i, n in enumerate(names)))
     return list(dict.fromkeys(specs))[:limit]
