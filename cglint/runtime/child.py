@@ -203,7 +203,7 @@ def _passed(fn, request: dict) -> int | None:
 
 def check_one(module, source: str, request: dict, seed: int) -> dict:
     from cglint.gradcheck.check import check_gradient, forward_failure, no_inputs_report
-    from .spec import SpecError, build_inputs, candidate_specs, first_inputs, parse_spec
+    from .spec import SpecError, build_inputs, candidate_specs, complex_variants, first_inputs, parse_spec
 
     name = request["function"]
     if request.get("registered") or request.get("defun"):
@@ -227,6 +227,8 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
                                     hints=request.get("hints"))
             if (passed := _passed(fn, request)) is not None:
                 tried = first_inputs(tried, passed)
+            if request.get("complex"):  # after the real candidates, complex ones (kept in order)
+                tried = list(dict.fromkeys([*tried, *(v for t in tried[:3] for v in complex_variants(t))]))
             for spec_text in tried:
                 candidate = build_inputs(parse_spec(spec_text), params, module, seed)
                 failures.append(forward_failure(fn, *candidate))

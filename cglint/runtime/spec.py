@@ -36,7 +36,7 @@ from cglint.gradcheck.domain import (
     scalar_name,
 )
 
-DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "bool")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int32", "int64", "bool")
 CONSTRUCTORS = {
     "normal": {"mean": 0.0, "stddev": 1.0},
     "uniform": {"low": -1.0, "high": 1.0},
@@ -184,6 +184,24 @@ def first_inputs(specs: list[str], n: int) -> list[str]:
     return list(dict.fromkeys(", ".join(_split_top_level(t)[:n]) for t in specs))
 
 
+def complex_variants(text: str) -> list[str]:
+    """The spec with one of its float inputs made complex64 at a time, then all of them: in a
+    module that computes with complex numbers, which parameters are complex (a field) and which
+    real (a phase) is what the forward accepts."""
+    try:
+        specs = parse_spec(text)
+    except SpecError:
+        return []
+    real = [i for i, s in enumerate(specs) if s.kind in ("normal", "uniform", "zeros", "ones")
+            and (s.dtype or "float32").startswith("float")]
+    out = []
+    for chosen in [[i] for i in real] + ([real] if len(real) > 1 else []):
+        parts = [InputSpec(s.kind, s.shape, s.params, s.value, "complex64" if i in chosen else s.dtype, s.name)
+                 for i, s in enumerate(specs)]
+        out.append(", ".join(str(p) for p in parts))
+    return out
+
+
 def spec_count(text: str) -> int:
     """How many inputs a spec gives."""
     return len(_split_top_level(text))
@@ -229,6 +247,9 @@ def build_inputs(specs: list[InputSpec], params: list[str] | None = None, module
             return obj
         if dtype == tf.bool and s.kind in ("normal", "uniform"):
             return tf.constant(rng.random(s.shape) < 0.5)  # a mask with both values
+        if s.kind == "normal" and dtype.is_complex:  # both parts random: a real input hides conj bugs
+            z = rng.standard_normal(s.shape) + 1j * rng.standard_normal(s.shape)
+            return tf.constant(s.params["mean"] + s.params["stddev"] * z, dtype=dtype)
         if s.kind == "normal":
             return tf.constant(s.params["mean"] + s.params["stddev"] * rng.standard_normal(s.shape), dtype=dtype)
         if s.kind == "uniform":
@@ -431,6 +452,18 @@ def roles(source: str, qualname: str) -> dict[str, object]:
         elif isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert) and isinstance(n.operand, ast.Name) \
                 and n.operand.id in names:
             out[n.operand.id] = "bool"
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], (ast.Tuple, ast.List)) \
+                and isinstance(n.value, ast.Call) and _call_name(n.value) in ("unstack", "split", "unbind") \
+                and n.value.args and isinstance(n.value.args[0], ast.Name) and n.value.args[0].id in names \
+                and not any(isinstance(t, ast.Starred) for t in n.targets[0].elts):
+            # `a, b = tf.unstack(raw, axis=-1)`: that axis has as many entries as the targets.
+            axis = next((kw.value for kw in n.value.keywords if kw.arg == "axis"),
+                        n.value.args[2] if _call_name(n.value) == "split" and len(n.value.args) > 2 else None)
+            try:
+                axis = 0 if axis is None else int(_number(axis))
+            except SpecError:
+                continue
+            out[n.value.args[0].id] = {"axis": axis, "size": len(n.targets[0].elts)}
         elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in names \
                 and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str):
             keys.setdefault(n.value.id, [])
@@ -490,6 +523,11 @@ def _one(name: str, shape: tuple, hint: str | None, role: object = None) -> str:
         return f"uniform({', '.join(str(d) for d in shape)}{', ' if shape else ''}low=0, high=2, dtype=int32)"
     if isinstance(role, tuple):
         return "{" + ", ".join(f"{k!r}: {_one(k, shape, None)}" for k in role) + "}"
+    if isinstance(role, dict):  # one axis's size is fixed (unpacked along it)
+        dims = list(shape) or [2]
+        axis = role["axis"] if -len(dims) <= role["axis"] < len(dims) else -1
+        dims[axis] = role["size"]
+        shape = tuple(dims)
     dims = ", ".join(str(d) for d in shape)
     if positive_domain(name):
         dims = "" if scalar_name(name) else dims
