@@ -171,12 +171,36 @@ class _RandomOps:
         return False
 
 
+class _SameDraws:
+    """Each forward run inside it draws the random numbers the first run drew: TensorFlow's
+    global and op seeds are set to the check's seed and the global generator's state is put
+    back, so a random forward differenced or re-run sees the samples autodiff's tape recorded.
+    (A generator made from non-deterministic state inside the forward cannot be replayed.)"""
+
+    def __init__(self, seed: int):
+        from tensorflow.python.ops import stateful_random_ops
+
+        self.seed = seed
+        gen = stateful_random_ops.global_generator
+        self.gen, self.state = gen, (gen.state.numpy() if gen is not None else None)
+
+    def __enter__(self):
+        tf.random.set_seed(self.seed)
+        if self.gen is not None:
+            self.gen.state.assign(self.state)
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 class _FiniteDifferencesOnly:
     """A `verdict.Measure` without the small-upstream probe."""
 
     def __init__(self, checker):
         self.fd = checker.fd
         self.random_ops = checker.random_ops
+        self.replayed = checker.replayed
 
     def small(self, factor):
         raise NotImplementedError
@@ -210,12 +234,17 @@ class _Checker:
     def _run_forward(self):
         """Runs the undecorated forward under a persistent tape: y, grad fn, variables read."""
         tape = tf.GradientTape(persistent=True)
+        self.draws = _SameDraws(self.seed)
         try:
-            with tape, _RandomOps() as random_ops:
+            with tape, _RandomOps() as random_ops, self.draws:
                 for i in self.diff_idx:
                     tape.watch(self.flat_in[i])
                 out = self.forward(*self.args)
+            self.y_first = out[0] if isinstance(out, (tuple, list)) and len(out) == 2 else out
             self.random_ops = random_ops.found
+            # Draws replayed on every later run: finite differences see the samples the tape
+            # recorded (a stochastic rounding's straight-through gradient is then measurable).
+            self.replayed = bool(self.random_ops) and self._replays()
         except Exception as e:  # the inputs do not fit this function
             raise _NotRunnable(f"forward raised on these inputs: {first_line(e)}") from e
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
@@ -230,6 +259,19 @@ class _Checker:
             # As TensorFlow does: trainable variables the forward read, minus the inputs.
             self.variables = [v for v in tape.watched_variables()
                               if all(v is not x for x in self.flat_in)]
+
+    def _replays(self) -> bool:
+        """Whether two more runs under `_SameDraws` give the first run's outputs exactly."""
+        try:
+            runs = []
+            for _ in range(2):
+                with self.draws:
+                    runs.append([np.asarray(tf.convert_to_tensor(y)) for y in tf.nest.flatten(self.forward(*self.args)[0])])
+            first = [np.asarray(tf.convert_to_tensor(y)) for y in tf.nest.flatten(self.y_first)]
+            return all(len(r) == len(first) and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(r, first))
+                       for r in runs)
+        except Exception:
+            return False
 
     def _tf_path(self):
         """Runs the decorated function through TensorFlow once, so structural errors carry
@@ -364,7 +406,8 @@ class _Checker:
         return tf.nest.pack_sequence_as(list(self.inputs), flat)
 
     def _phi(self, args, u):
-        out = self.forward(*args)
+        with self.draws:
+            out = self.forward(*args)
         total = 0.0
         for y, uk in zip(tf.nest.flatten(out[0]), u):
             y = tf.convert_to_tensor(y)
@@ -448,7 +491,8 @@ class _Checker:
         pos, x = found
 
         def outputs(args) -> np.ndarray:
-            ys = [tf.convert_to_tensor(y) for y in tf.nest.flatten(self.forward(*args)[0])]
+            with self.draws:
+                ys = [tf.convert_to_tensor(y) for y in tf.nest.flatten(self.forward(*args)[0])]
             return np.concatenate([np.ravel(tf.cast(y, tf.float64).numpy()) for y in ys if _is_float(y.dtype)] or
                                   [np.zeros(0)])
 
@@ -693,8 +737,9 @@ class _Checker:
                     graph = V.decide(gm, _FiniteDifferencesOnly(self), self.opts)
             except Exception as e:
                 # Failing under tf.function is what training (fit, a compiled step) hits first,
-                # whatever eager mode says (a mismatch included: NumPy in a grad fn runs eagerly).
-                if eager.verdict in ("match", "intentional", "mismatch"):
+                # whatever eager mode says (a mismatch included: NumPy in a grad fn runs eagerly;
+                # an inconclusive one too: the forward ran eagerly on these very inputs).
+                if eager.verdict in ("match", "intentional", "mismatch", "skipped"):
                     modes["tf.function"] = "error"
                     return self._report("error", f"{self._graph_failure(e)} (eager: "
                                         f"{eager.detail})", eager.args, modes=modes)
