@@ -14,7 +14,8 @@ A spec is a comma-separated list of inputs, one per positional parameter, option
 
     {'a': normal(2, 3), 'b': normal(3)} a dict input (nested specs as values)
 
-Every constructor takes `dtype=float16|bfloat16|float32|float64|int32|int64|bool` (a random
+Every constructor takes `dtype=float16|bfloat16|float32|float64|complex64|complex128|int32|int64|bool`
+(complex: both parts random; bool: a random
 boolean mask for `normal`/`uniform`). Named inputs are
 matched to the function's parameters by name, unnamed ones by position. Parsing uses Python's
 `ast` module and only accepts these forms; nothing is ever evaluated. Random inputs come from

@@ -53,7 +53,28 @@ EXPECTED = {
                             "normal(2, 3)",
                             {"eager": "mismatch", "tf.function": "mismatch"}),
     # Made by a decorator factory: reached through the module's own application of it.
-    "decorator_factory.py": ("op", "mismatch", "d/x off by", "normal(2, 3)", {"eager": "mismatch"}),
+    # Named as the user calls it: the application, not the factory's inner `op`.
+    "decorator_factory.py": ("softsign", "mismatch", "d/x off by", "normal(2, 3)", {"eager": "mismatch"}),
+    "wraps_factory_pair.py": ("soft_gate", "mismatch", "d/x off by 12% vs autodiff", "normal(2, 3)",
+                              {"eager": "mismatch"}),
+    # Inputs from what the forward does with them: unpacked along an axis, complex beside real,
+    # operands of a matrix product, a module weight initialised as `stateless_normal(...) * 0.3`.
+    "dict_output_heads.py": ("negbin_head", "mismatch", "d/raw off by 250% vs autodiff", "normal(2, 2)",
+                             {"eager": "mismatch"}),
+    "complex_modulator.py": ("phase_shift", "mismatch", "d/signal off by 144% vs autodiff: the complex conjugate",
+                             "normal(2, 3, mean=0.0, stddev=1.0, dtype=complex64), normal(2, 3, mean=0.0, stddev=1.0)",
+                             {"eager": "mismatch"}),
+    "explicit_weights.py": ("affine_tanh", "match", "matches autodiff to", "normal(2, 3), normal(3, 4), normal(4)",
+                            {"tf.function": "match"}),
+    "scaled_module_weight.py": ("projected_softsign", "match", "matches autodiff to", "normal(2, 5)",
+                                {"tf.function": "match"}),
+    "zero_grad_stop.py": ("frozen_targets", "intentional",
+                          "gradient stopped: the grad fn returns zeros for every input (scores, tau)",
+                          "normal(2, 3), uniform(low=0.5, high=1.5)", {"tf.function": "intentional"}),
+    # Replayed draws: finite differences see the samples the tape recorded.
+    "stochastic_rounding.py": ("dither_round", "intentional",
+                               "straight-through estimator: autodiff and finite differences give zero for x",
+                               "normal(2, 3)", {"eager": "intentional"}),
     # A method that is itself the custom gradient: the child builds the layer and calls it.
     "method_custom_gradient.py": ("PerChannelScale._scale", "mismatch", "d/x off by", "normal(2, 3)",
                                   {"eager": "mismatch"}),
