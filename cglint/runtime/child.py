@@ -244,7 +244,8 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
                             intentional=bool(request.get("intentional", False)),
                             order=int(request.get("order", 1)),
                             complex_probe=bool(request.get("complex", False)),
-                            half_probe=request.get("half"))
+                            half_probe=request.get("half"),
+                            own_inputs=bool(spec_text) and any(s.kind == "module" for s in parse_spec(spec_text)))
     return {**report.to_dict(), "inputs": spec_text}
 
 

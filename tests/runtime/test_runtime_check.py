@@ -314,6 +314,11 @@ def test_a_gradient_not_finite_at_large_inputs_where_the_forward_is_is_a_mismatc
     for f in (softplus_stable_grad, sigmoid):
         r = check_gradient(f, x)
         assert (r.verdict, r.modes["wide"]) == ("match", "match"), r.detail
+    # At the values the user's own code passes (a call site's module data) it matches: what the
+    # rescaled sample shows is a note, not the verdict.
+    r = check_gradient(softplus_naive_grad, x, own_inputs=True)
+    assert (r.verdict, r.modes["wide"]) == ("match", "mismatch"), r.detail
+    assert "; note: at inputs of large magnitude (|x| up to 100)" in r.detail and "not finite" in r.detail
 
 
 def test_half_probe_finds_a_gradient_fixed_to_float32_under_mixed_precision():
