@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import tensorflow as tf
@@ -191,6 +191,64 @@ class _SameDraws:
         return self
 
     def __exit__(self, *exc):
+        return False
+
+
+# A straight-through estimator's forward quantises; its grad fn differentiates the forward as if
+# these ops were the identity. `_QUANTISING` must be among those a forward used for the relaxed
+# comparison to speak: a clip or a stop alone relaxed would excuse a forgotten mask (relu6's).
+_QUANTISING = ("round", "floor", "ceil", "rint", "sign", "cast", "saturate_cast")
+_ALSO_RELAXED = ("stop_gradient", "clip_by_value")
+
+
+class _Relaxed:
+    """Within it, the forward's non-differentiable ops (`_QUANTISING`, `_ALSO_RELAXED`) are the
+    identity: a cast of a float to an integer or bool keeps the float, `round(x)` is `x`. Patched
+    where a user's code finds them: TensorFlow's public namespaces (`tf.round`, `tf.math.round`;
+    Keras's TensorFlow backend calls those too) and the forward's own module; TensorFlow's
+    internals keep theirs. Checks run one at a time, with the program waiting."""
+
+    def __init__(self, forward):
+        self.forward, self.used, self.undo = forward, [], []
+
+    def _relaxed(self, name, original):
+        used = self.used
+
+        def relaxed(x, *args, **kwargs):
+            if name in ("cast", "saturate_cast"):
+                dtype = tf.as_dtype(args[0] if args else kwargs.get("dtype"))
+                t = tf.convert_to_tensor(x) if not isinstance(x, tf.Variable) else x
+                if not (t.dtype.is_floating and (dtype.is_integer or dtype == tf.bool)):
+                    return original(x, *args, **kwargs)
+            if name not in used:
+                used.append(name)
+            return tf.identity(x)
+        return relaxed
+
+    def __enter__(self):
+        import sys as _sys
+
+        originals = {id(fn): (name, fn) for name in _QUANTISING + _ALSO_RELAXED
+                     if (fn := getattr(tf, name, None) or getattr(tf.math, name, None)) is not None}
+        originals.update({id(getattr(tf.math, n)): (n, getattr(tf.math, n)) for n in _QUANTISING
+                          if hasattr(tf.math, n)})
+        spaces = [vars(m) for name, m in list(_sys.modules.items())
+                  if m is not None and (name == "tensorflow" or name.startswith("tensorflow._api."))]
+        spaces.append(getattr(self.forward, "__globals__", {}))
+        swaps: dict[int, object] = {}
+        for space in spaces:
+            for key, value in list(space.items()):
+                if id(value) in originals and callable(value):
+                    name, fn = originals[id(value)]
+                    relaxed = swaps.setdefault(id(value), self._relaxed(name, fn))
+                    self.undo.append((space, key, value))
+                    space[key] = relaxed
+        return self
+
+    def __exit__(self, *exc):
+        for space, key, value in reversed(self.undo):
+            space[key] = value
+        self.undo.clear()
         return False
 
 
@@ -569,6 +627,38 @@ class _Checker:
                               orders=[(p, as_np(o)) for p, o in zip(perms, orders)],
                               mode="tf.function")
 
+    def _straight_through(self, em: V.Measurements, eager: GradientReport) -> GradientReport | None:
+        """The custom gradient compared with autodiff of the forward with its quantising ops
+        relaxed to the identity (`_Relaxed`): equal on every argument and probe is a
+        straight-through estimator (Keras's int8/int4/float8 layers: the forward rounds its
+        input at an abs-max scale, the grad fn is the float product's gradient). None otherwise."""
+        relax = _Relaxed(self.forward)
+        try:
+            tape = tf.GradientTape(persistent=True)
+            with tape, self.draws, relax:
+                for i in self.diff_idx:
+                    tape.watch(self.flat_in[i])
+                ys = tf.nest.flatten(self.forward(*self.args)[0])
+            if not any(n in _QUANTISING for n in relax.used) or len(ys) != len(self.flat_y) or any(
+                    tuple(tf.convert_to_tensor(a).shape) != tuple(tf.convert_to_tensor(b).shape)
+                    for a, b in zip(ys, self.flat_y)):
+                return None
+            autos = [[_to_numpy(g) for g in tape.gradient(ys, self._targets(), output_gradients=u,
+                                                           unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+                     for u in self.us]
+        except Exception:  # the relaxed forward does not run (an integer op after the cast)
+            return None
+        floor = V.SCALE_FLOOR * max([V.norm(g) for gs in autos for g in gs if g is not None] + [0.0])
+        for customs, relaxed in zip(em.customs, autos):
+            for arg, c, a in zip(self.vargs, customs, relaxed):
+                if c is None or a is None or not V.finite(c) or np.shape(c) != np.shape(a) \
+                        or not V.close(c, a, arg, self.opts, floor)[0]:
+                    return None
+        ops = ", ".join(f"`{n}`" for n in relax.used)
+        detail = f"straight-through estimator: matches autodiff of the forward with {ops} relaxed to the identity"
+        args = [replace(a, verdict="intentional", detail=detail) if a.verdict == "mismatch" else a for a in eager.args]
+        return replace(eager, verdict="intentional", detail=detail, args=args)
+
     def _graph_failure(self, e: Exception) -> str:
         # Errors raised while tracing read "in user code: <frames> ... <the message>".
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
@@ -724,6 +814,8 @@ class _Checker:
         self.us = [self._upstream() for _ in range(self.probes)]
         em = self._eager()
         eager = V.decide(em, self, self.opts)
+        if eager.verdict == "mismatch" and not self.opts.intentional:
+            eager = self._straight_through(em, eager) or eager
         modes = {"eager": eager.verdict}
         graph = None
         if self.graph and eager.verdict != "error":
