@@ -92,6 +92,9 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
         request["function"] = name
         if skip is not None and (owner := _owning_method(model, site) or _owning_function(model, site)) is not None:
             request["reach"] = owner  # the child builds the class or calls the function that makes it
+            # Named as the user calls it: the layer's method or the function that makes it, then
+            # the inner op (`FusedBiasAct.call.<locals>.func`), as trace names it.
+            request["called_as"] = owner["qualname"]
             skip = None
         elif skip is None and "inputs" not in request and (owner := _decorated_method(model, site)) is not None:
             request["reach"] = owner  # a method needs an instance: the child builds the class
@@ -101,7 +104,7 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
             # (`@straight_through(surrogate) def binarize(x)`): one verdict per application,
             # under that name, each reached through it with the module's own arguments.
             for name in applied:
-                planned.append(Planned(site, start, {**request, "function": name,
+                planned.append(Planned(site, start, {**request, "function": name, "called_as": name,
                                                      "reach": {**request["reach"], "applied": [name],
                                                                "only_applied": True}},
                                        mine, None, end))

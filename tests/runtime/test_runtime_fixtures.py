@@ -243,7 +243,8 @@ def test_cli_runtime_all_checks_custom_gradients_made_in_call_and_dunder_call():
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
     by_function = {r["function"]: r["verdict"] for r in json.loads(run.stdout)["runtime"]}
-    assert by_function == {"dense_softsign": "mismatch", "scale": "match"}
+    # Named as the user calls them: the layer's method, then the op it makes (as trace names it).
+    assert by_function == {"Softsign.call.<locals>.dense_softsign": "mismatch", "Scale.__call__.<locals>.scale": "match"}
 
 
 def test_a_class_that_needs_constructor_arguments_says_what_would_check_it(tmp_path):
