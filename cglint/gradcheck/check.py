@@ -1105,6 +1105,31 @@ def forward_failure(fn, *inputs) -> str | None:
     return f"the forward must return (y, grad_fn); it returned {type(out).__name__}"
 
 
+def forward_footprint(fn, *inputs) -> tuple[int, int]:
+    """(bytes, ops): what one run of the undecorated forward makes, summed over every op it runs,
+    with no tape recording it. A check's tape keeps about this much (an eager `tf.while_loop`
+    runs its body op by op, each iteration's tensors kept for autodiff), where the program's own
+    run under the custom gradient keeps only its outputs."""
+    from tensorflow.python.framework import op_callbacks
+
+    forward, _ = resolve(fn)
+    seen = [0, 0]
+
+    def count(op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        seen[1] += 1
+        for t in outputs or ():
+            n = t.shape.num_elements() if t.shape.is_fully_defined() else None
+            seen[0] += (n or 0) * (t.dtype.size if t.dtype != tf.string else 0)
+        return None
+
+    op_callbacks.add_op_callback(count)
+    try:
+        forward(*inputs)
+    finally:
+        op_callbacks.remove_op_callback(count)
+    return seen[0], seen[1]
+
+
 def forward_runs(fn, *inputs) -> bool:
     """True if the undecorated forward runs on `inputs` and returns `(y, grad_fn)`."""
     return forward_failure(fn, *inputs) is None
