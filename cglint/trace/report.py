@@ -134,7 +134,9 @@ def how_checked(check: dict, others: list[dict] = ()) -> str:
     with other settings), the values that set this one apart."""
     text = _how_checked(check)
     if check["report"].get("sliced"):
-        text += f", {check['report']['sliced']} (the inputs exceed the check's budget)"
+        sliced = check["report"]["sliced"]
+        # A slice for memory carries its own measure; one for the inputs' size says so here.
+        text += f", {sliced}" if sliced.endswith(")") else f", {sliced} (the inputs exceed the check's budget)"
     variants = {tuple(c.get("variant") or ()) for c in others}
     if len(variants) > 1:
         common = set.intersection(*map(set, variants))
