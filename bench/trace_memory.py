@@ -3,9 +3,11 @@
     python bench/trace_memory.py [--steps 3000] [--size 200000]
 
 A custom gradient whose forward is a `tf.while_loop` of STEPS iterations over SIZE elements,
-differentiated once: the program itself keeps one step's tensors (the custom gradient exists so
-that autodiff never records the loop); a check of it keeps every iteration's on its tape unless it
-is budgeted. Runs the program plain and under `cglint trace`, alternating, each in a fresh
+differentiated once in a compiled step: the program keeps one step's tensors (the loop is one op
+and the custom gradient exists so that autodiff never records it); the check, eager, at the exit
+on inputs of the recorded signature, keeps every iteration's on its tape unless it is budgeted.
+(Called eagerly under a tape, TensorFlow 2.21 records the forward's ops on the program's own
+tape too: the program itself then keeps every iteration.) Runs the program plain and under `cglint trace`, alternating, each in a fresh
 wrapper process whose children's peak resident set (`getrusage`) is the measure, and prints both
 with the budget (1.5x plain + 300 MB) and the trace's verdict (from its JSON file). Each run is
 capped at `--data-limit` GiB of data segment so a regression fails the run, not the machine.
@@ -39,11 +41,15 @@ def heron_sqrt(x):
     return y, grad
 
 
-x = tf.random.uniform([{size}], 0.5, 2.0, seed=1)
-with tf.GradientTape() as tape:
-    tape.watch(x)
-    y = heron_sqrt(x)
-print(float(tf.reduce_sum(tape.gradient(y, x))))
+@tf.function
+def step(x):  # as a compiled training step runs it: the loop is one op, autodiff never records it
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = heron_sqrt(x)
+    return tape.gradient(y, x)
+
+
+print(float(tf.reduce_sum(step(tf.random.uniform([{size}], 0.5, 2.0, seed=1)))))
 """
 
 WRAPPER = """

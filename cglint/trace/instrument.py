@@ -592,10 +592,11 @@ class Tracer:
 MAX_ELEMENTS = 1 << 20  # inputs larger than this (in all) are checked on a slice of their batch
 # What a check may add to the program's peak memory: half of it plus this (issue: the reference
 # check costs at most 1.5x the program's peak + 300 MB). A check keeps its forward's tensors on
-# a tape, and may run a second check (float64, wide inputs) before the first is freed: a third
-# of the allowance goes to one forward's tensors.
+# a tape, and may run a second check (float64: twice the bytes; wide inputs) before the first is
+# freed; with cglint's own share of the process, a fifth of the allowance goes to one forward's
+# tensors (bench/trace_memory.py measures it).
 EXTRA_MEMORY = 300 << 20
-_CHECK_COPIES = 3
+_CHECK_COPIES = 5
 
 
 def _peak_rss() -> int:
