@@ -25,7 +25,7 @@ SLOW = {
     "test_runtime_processes.py", "test_fix_verify.py", "test_example_behaviour.py", "test_rule_claims.py",
     "test_model_boundaries.py", "test_project.py",
 }
-BENCHMARK = {"test_metamorphic.py"}
+BENCHMARK = {"test_metamorphic.py", "test_metamorphic_runtime.py"}
 TENSORFLOW = {"test_project.py", "test_model_boundaries.py", "test_pre_commit.py", "test_cross_module.py"}
 
 
