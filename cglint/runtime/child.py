@@ -224,7 +224,7 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
         else:
             inputs, failures = None, []
             tried = candidate_specs(source, name, request.get("shapes"),
-                                    hints=request.get("hints"))
+                                    hints=request.get("hints"), ranks=request.get("ranks"))
             if (passed := _passed(fn, request)) is not None:
                 tried = first_inputs(tried, passed)
             if request.get("complex"):  # after the real candidates, complex ones (kept in order)

@@ -78,6 +78,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
                 request["inputs"] = ", ".join(known[i] for i in range(len(known)))
             elif known:
                 request["hints"] = known  # the rest is searched
+            if ranks := _call_site_ranks(model, site, known):
+                request["ranks"] = ranks  # the search keeps these inputs at their rank
             if (arity := _call_arity(model, site)) is not None:
                 request["arity"] = arity  # parameters with defaults that callers pass are inputs
         if _uses_nested_custom_gradient(model, site):
@@ -279,6 +281,47 @@ def _call_site_inputs(model: ModuleModel, site: GradientSite) -> dict[int, str]:
         if len(known) > len(best):
             best = known
     return best
+
+
+def _call_site_ranks(model: ModuleModel, site: GradientSite, known: dict[int, str]) -> dict[int, int]:
+    """The rank of what a call passes where its shape is not known: a layer's weight made with
+    a shape of the constructor's sizes (`tf.Variable(init([n]))`, `add_weight(shape=(units,))`)
+    is per feature whatever n is, and checking it as a batch claims a shape the code never uses."""
+    names = set(site.call_names) | ({site.forward.name.value} if isinstance(site.forward, cst.FunctionDef) else set())
+    ranks: dict[int, int] = {}
+    for call, scope in model.all_calls:
+        if not (isinstance(call.func, cst.Name) and call.func.value in names) or any(a.keyword or a.star for a in call.args):
+            continue
+        for i, arg in enumerate(call.args):
+            node = arg.value
+            if i in known or not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+                                  and node.value.value == "self"):
+                continue
+            cls = scope
+            while cls is not None and not isinstance(cls.node, cst.ClassDef):
+                cls = cls.parent
+            for value in (cls.attributes.get(node.attr.value, []) if cls is not None else []):
+                if isinstance(value, cst.Call) and (rank := _rank_of_call(model, value)) is not None:
+                    ranks.setdefault(i, rank)
+    return ranks
+
+
+def _rank_of_call(model: ModuleModel, call: cst.Call, depth: int = 0) -> int | None:
+    """The length of the shape a variable- or tensor-making call is given, its sizes unknown."""
+    if depth > 3:
+        return None
+    keyword = next((a.value for a in call.args if a.keyword and a.keyword.value == "shape"), None)
+    positional = [a.value for a in call.args if not a.keyword and not a.star]
+    qual = model.qualname(call.func) or ""
+    node = keyword if keyword is not None else (_scaled_operand(positional[0]) if positional else None)
+    if node is None:
+        return None
+    if qual in _VALUED and keyword is None:
+        return _rank_of_call(model, node, depth + 1) if isinstance(node, cst.Call) else None
+    if keyword is not None or qual in _SHAPED or qual.startswith(("keras.initializers.", "tensorflow.keras.initializers.",
+                                                                  "tensorflow.initializers.")):
+        return len(node.elements) if isinstance(node, (cst.List, cst.Tuple)) else None
+    return None
 
 
 def _call_arity(model: ModuleModel, site: GradientSite) -> int | None:

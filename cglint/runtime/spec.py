@@ -537,7 +537,7 @@ def _one(name: str, shape: tuple, hint: str | None, role: object = None) -> str:
 
 
 def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
-                    hints: dict | None = None) -> list[str]:
+                    hints: dict | None = None, ranks: dict | None = None) -> list[str]:
     """Candidate input specs for `qualname`, most plausible first: shapes that fit a matrix
     product with the module's weights (`x @ W` needs x of shape (batch, W.shape[0])), a batch
     against per-feature parameters (`(n, k)` with `(k,)`, where a collapsed or over-reduced
@@ -550,7 +550,16 @@ def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
     names = parameters(source, qualname)
     names = ["x"] if names is None else names
     hints = {int(k): v for k, v in (hints or {}).items()}
+    ranks = {int(k): int(v) for k, v in (ranks or {}).items()}
     nparams = len(names)
+
+    def ranked(i: int, shape: tuple) -> tuple:
+        # A call site's rank for this input: the candidate's trailing dimensions (a per-feature
+        # weight beside a batch), or leading 2s where the candidate has fewer.
+        if i not in ranks:
+            return shape
+        r = ranks[i]
+        return tuple(shape[len(shape) - r:]) if r <= len(shape) else (2,) * (r - len(shape)) + tuple(shape)
     if nparams == 0:
         return [""]
     one: list[tuple] = []
@@ -576,7 +585,7 @@ def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
     used = roles(source, qualname)
 
     def spec(per_param):
-        return ", ".join(_one(n, sh, hints.get(i), used.get(n)) for i, (n, sh) in enumerate(zip(names, per_param)))
+        return ", ".join(_one(n, ranked(i, sh), hints.get(i), used.get(n)) for i, (n, sh) in enumerate(zip(names, per_param)))
 
     specs = [spec([s] * nparams) for s in one]
     free = [i for i in range(nparams) if i not in hints]

@@ -68,6 +68,10 @@ EXPECTED = {
                             {"tf.function": "match"}),
     "scaled_module_weight.py": ("projected_softsign", "match", "matches autodiff to", "normal(2, 5)",
                                 {"tf.function": "match"}),
+    # The call site passes a layer's (features,) weight: checked at that rank, not as a batch
+    # (where summing over the batch would read as a collapsed gradient).
+    "per_feature_weight.py": ("gated_tanh", "match", "matches autodiff to", "normal(2, 3), normal(3)",
+                              {"tf.function": "match"}),
     "zero_grad_stop.py": ("frozen_targets", "intentional",
                           "gradient stopped: the grad fn returns zeros for every input (scores, tau)",
                           "normal(2, 3), uniform(low=0.5, high=1.5)", {"tf.function": "intentional"}),
