@@ -328,7 +328,7 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
                     method(*inputs)
                 except Exception as e:  # noqa: BLE001 - wrong shapes for this candidate: try the next
                     failures.append(_reason(e))
-                if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
+                if (got := _reached(events[before:], reach["qualname"], spec_text, seed, reach.get("line"))) is not None:
                     return got
     finally:
         tracer.sinks.remove(events.append)
@@ -349,10 +349,11 @@ def _callers(instances: list, reach: dict):
         yield instance, getattr(instance, reach["method"])
 
 
-def _reached(events: list[dict], qualname: str, spec_text: str, seed: int) -> dict | None:
-    """The verdict trace's instrumentation gave the custom gradient `qualname` in `events`: its
-    check, or the error its forward or grad fn raised."""
-    mine = [e for e in events if e.get("event") in ("check", "raised") and e["function"]["qualname"] == qualname]
+def _reached(events: list[dict], qualname: str, spec_text: str, seed: int, line: int | None = None) -> dict | None:
+    """The verdict trace's instrumentation gave the custom gradient `qualname` (a lambda: at
+    `line`) in `events`: its check, or the error its forward or grad fn raised."""
+    mine = [e for e in events if e.get("event") in ("check", "raised") and e["function"]["qualname"] == qualname
+            and (line is None or e["function"].get("firstlineno") == line)]
     raised = [e for e in mine if e["event"] == "raised"]
     if raised:
         return {"verdict": "error", "reference": None, "max_rel_error": None, "seed": seed,
@@ -422,16 +423,16 @@ def check_by_calling(module, source: str, request: dict, seed: int) -> dict:
             # The module's own applications of a decorator factory: its arguments, not made-up ones.
             if callable(applied := getattr(module, name, None)):
                 for spec_text, before, _ in attempts(applied, name, 8):
-                    if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
+                    if (got := _reached(events[before:], reach["qualname"], spec_text, seed, reach.get("line"))) is not None:
                         return got
         if reach.get("only_applied"):
             return _not_reached(", ".join(reach["applied"]), failures, seed)
         for spec_text, before, made in attempts(outer, reach["function"], 8):
-            if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
+            if (got := _reached(events[before:], reach["qualname"], spec_text, seed, reach.get("line"))) is not None:
                 return judged(got)
             if callable(made) and not hasattr(made, "shape"):  # a factory: call what it made
                 for inner_spec, start, _ in attempts(made, inner, 4):
-                    if (got := _reached(events[start:], reach["qualname"], inner_spec, seed)) is not None:
+                    if (got := _reached(events[start:], reach["qualname"], inner_spec, seed, reach.get("line"))) is not None:
                         return judged(got)
     finally:
         tracer.sinks.remove(events.append)

@@ -206,17 +206,28 @@ def _owning_method(model: ModuleModel, site: GradientSite) -> dict | None:
     `tf.Module`'s `__call__`): the class and method that make it, and the site's qualified name
     as Python gives it (`Layer.call.<locals>.op`), for the child to reach by building the class."""
     scope = model.scope_of[site.forward].parent
-    names = [site.name]
+    names = [_code_name(site)]
     while scope is not None and isinstance(scope.node, cst.FunctionDef):
         owner = scope.parent
         if owner is not None and isinstance(owner.node, cst.ClassDef) and owner.parent is model.root:
-            if isinstance(site.forward, cst.Lambda):
-                return None
             qualname = ".".join([owner.node.name.value, scope.node.name.value, "<locals>"] + names)
-            return {"class": owner.node.name.value, "method": scope.node.name.value, "qualname": qualname}
+            return {"class": owner.node.name.value, "method": scope.node.name.value, "qualname": qualname,
+                    **_lambda_line(model, site)}
         names = [scope.node.name.value, "<locals>"] + names
         scope = owner
     return None
+
+
+def _code_name(site: GradientSite) -> str:
+    """The name Python gives the forward's code: its def's, or `<lambda>`."""
+    return site.forward.name.value if isinstance(site.forward, cst.FunctionDef) else "<lambda>"
+
+
+def _lambda_line(model: ModuleModel, site: GradientSite) -> dict:
+    """Python names every lambda `<lambda>`: its line tells the custom-gradient one apart."""
+    if not isinstance(site.forward, cst.Lambda):
+        return {}
+    return {"line": model.positions[site.forward].start.line}
 
 
 def _decorated_method(model: ModuleModel, site: GradientSite) -> dict | None:
@@ -242,14 +253,13 @@ def _owning_function(model: ModuleModel, site: GradientSite) -> dict | None:
     factory returning it, a wrapper): that function, and the site's qualified name as Python
     gives it (`make.<locals>.op`). The child calls the function, and a callable it returns, and
     checks the custom gradient where that reaches it, as `cglint trace` would."""
-    if isinstance(site.forward, cst.Lambda):
-        return None  # Python names every lambda `<lambda>`: nothing tells them apart
     scope = model.scope_of[site.forward].parent
-    names = [site.name]
+    names = [_code_name(site)]
     while scope is not None and isinstance(scope.node, cst.FunctionDef):
         if scope.parent is model.root:
             outer = scope.node.name.value
-            owner = {"function": outer, "site": site.name, "qualname": ".".join([outer, "<locals>"] + names)}
+            owner = {"function": outer, "site": site.name, "qualname": ".".join([outer, "<locals>"] + names),
+                     **_lambda_line(model, site)}
             if applied := model.applications_of(scope.node)[:4]:
                 owner["applied"] = applied
             return owner

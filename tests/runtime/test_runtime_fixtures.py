@@ -434,3 +434,31 @@ def test_inputs_are_what_callers_pass_and_constructors_get_sizes(tmp_path):
     assert got["fused_sum"]["verdict"] == "error" and "expected to return 2 gradients" in got["fused_sum"]["detail"]
     assert got["low_rank"]["verdict"] == "mismatch", got["low_rank"]
     assert "off by 100% vs autodiff" in got["low_rank"]["detail"]
+
+
+def test_lambda_custom_gradients_made_in_functions_and_methods_are_reached(tmp_path):
+    """`tf.custom_gradient(lambda ...)` inside a function or a layer's method: Python names every
+    lambda `<lambda>`, so the child tells the custom-gradient one apart by its line, and the
+    verdict is named as the user calls it."""
+    path = tmp_path / "lambdas.py"
+    path.write_text('''import tensorflow as tf
+
+
+def doubled(x):
+    op = tf.custom_gradient(lambda t: (t * 2.0, lambda dy: dy * 3.0))
+    return op(x)
+
+
+class Halve(tf.Module):
+    def __call__(self, x):
+        f = tf.custom_gradient(lambda t: (t * 0.5, lambda dy: dy * 0.5))
+        return f(x)
+''')
+    result = lint_file(str(path))
+    planned = plan_file(result, everything=True)
+    assert [(p.request.get("called_as"), p.skip) for p in planned] == [
+        ("doubled.<locals>.<lambda>", None), ("Halve.__call__.<locals>.<lambda>", None)]
+    module = import_by_path(str(path))
+    got = [check_one(module, result.source, p.request, seed=0) for p in planned]
+    assert [g["verdict"] for g in got] == ["mismatch", "match"], got
+    assert got[0]["detail"].startswith("d/t off by 50% vs autodiff: custom = 1.5 x autodiff")
