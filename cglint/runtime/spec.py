@@ -420,6 +420,10 @@ def _positional_count(source: str, qualname: str) -> int | None:
 
 # Calls whose first argument is a boolean condition or mask.
 _BOOL_FIRST = {"where", "boolean_mask", "logical_and", "logical_or", "logical_not", "logical_xor"}
+# Ops defined (or real) only on part of the line, for an argument passed to them as it is:
+# sampled there, where autodiff and the grad fn are both finite.
+_POSITIVE_FIRST = {"log", "sqrt", "rsqrt", "lgamma", "digamma", "log_gamma", "pow", "xlogy"}
+_UNIT_FIRST = {"acos", "asin", "atanh", "arccos", "arcsin", "arctanh"}
 # Ops whose argument at this position is integer indices into another input (rows 0 and 1 exist in
 # every candidate shape with a leading dimension of 2 or more; repeats are where gradients must sum).
 _INDEX_AT = {"gather": 1, "embedding_lookup": 1, "one_hot": 0, "unsorted_segment_sum": 1,
@@ -429,8 +433,9 @@ _INDEX_AT = {"gather": 1, "embedding_lookup": 1, "one_hot": 0, "unsorted_segment
 def roles(source: str, qualname: str) -> dict[str, object]:
     """How the forward uses its parameters, where that fixes what an input must be: "bool" for
     a condition or mask (`tf.where(mask, ...)`, `~mask`), "index" for ids into another input
-    (`tf.gather(table, ids)`), a tuple of keys for a dict indexed by
-    string keys (`features["a"]`)."""
+    (`tf.gather(table, ids)`), "positive" or "unit" for the domain of the op it is passed to
+    as it is (`tf.math.log(x)`, `tf.acos(x)`), a `{"axis", "size"}` for one unpacked along an
+    axis, a tuple of keys for a dict indexed by string keys (`features["a"]`)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -446,6 +451,12 @@ def roles(source: str, qualname: str) -> dict[str, object]:
             a = n.args[_INDEX_AT[_call_name(n)]]
             if isinstance(a, ast.Name) and a.id in names:
                 out[a.id] = "index"
+        if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id in names \
+                and n.args[0].id not in out:
+            if _call_name(n) in _POSITIVE_FIRST:
+                out[n.args[0].id] = "positive"
+            elif _call_name(n) in _UNIT_FIRST:
+                out[n.args[0].id] = "unit"
         if isinstance(n, ast.Call) and _call_name(n) in _BOOL_FIRST and n.args:
             for a in (n.args[:2] if _call_name(n).startswith("logical_") else n.args[:1]):
                 if isinstance(a, ast.Name) and a.id in names:
@@ -520,6 +531,9 @@ def _one(name: str, shape: tuple, hint: str | None, role: object = None) -> str:
         return hint
     if role == "bool":
         return f"normal({', '.join(str(d) for d in shape)}{', ' if shape else ''}dtype=bool)"
+    if role in ("positive", "unit"):  # the domain of the op it is passed to
+        low, high = (POSITIVE_LOW, POSITIVE_HIGH) if role == "positive" else (-0.9, 0.9)
+        return f"uniform({', '.join(str(d) for d in shape)}{', ' if shape else ''}low={low}, high={high})"
     if role == "index":
         return f"uniform({', '.join(str(d) for d in shape)}{', ' if shape else ''}low=0, high=2, dtype=int32)"
     if isinstance(role, tuple):

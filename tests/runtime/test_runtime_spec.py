@@ -168,3 +168,14 @@ def test_a_contract_error_on_any_candidate_is_the_forwards_error():
                           "more Tensors", "ValueError: Argument `axis` = -1 not in range [0, 0)"])
     assert (r.verdict, r.detail) == ("error", "the forward fails on every input it runs on: TypeError: To be "
                                      "compatible with tf.function, Python functions must return zero or more Tensors")
+
+
+def test_inputs_are_sampled_in_the_domain_of_the_op_they_are_passed_to():
+    src = '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def log_ratio(p, c):
+    return tf.math.log(p) - tf.acos(c), None
+'''
+    assert candidate_specs(src, "log_ratio")[0] == "uniform(2, 3, low=0.5, high=1.5), uniform(2, 3, low=-0.9, high=0.9)"
