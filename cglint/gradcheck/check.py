@@ -762,11 +762,39 @@ class _Checker:
                     np.sqrt(sum(V.norm(j) ** 2 for j in jvp_c)), 1e-30)
         return V.Measurements(outs, [u], [jvp_c], [jvp_a], mode="forward"), abs(lhs - rhs) / scale
 
+    def _elementwise(self) -> bool:
+        """One input, one output of its shape, no variables: an activation, whose second
+        derivative costs two more passes of its size."""
+        if len(self.diff_idx) != 1 or self.variables or len(self.flat_y) != 1:
+            return False
+        x, y = self.flat_in[self.diff_idx[0]], tf.convert_to_tensor(self.flat_y[0])
+        return x.dtype.is_floating and y.dtype == x.dtype and tuple(y.shape) == tuple(x.shape)
+
+    def _second_order_note(self, report: GradientReport, modes: dict) -> None:
+        """By default, for an elementwise forward: the second derivative TensorFlow takes through
+        the grad fn against autodiff's. A first-order custom gradient that drops it (NumPy, a
+        stop_gradient, a constant) trains right and silently breaks what differentiates twice
+        (gradient penalties, Hessian-vector products): said on the verdict, not made it."""
+        try:
+            second = V.decide(self._second_order(), None, self.opts)
+        except _Structural as e:
+            modes["second-order"] = "error"
+            report.detail += f"; note: {e} (the first derivative is right; differentiating it again fails)"
+            return
+        except Exception:
+            return
+        modes["second-order"] = second.verdict
+        if second.verdict == "mismatch":
+            report.detail += (f"; note: second derivative: {second.detail} (the first derivative is right; "
+                              "what differentiates twice, a gradient penalty, gets the wrong one)")
+
     def _higher_order(self, report: GradientReport, modes: dict) -> GradientReport:
         """Second derivative and forward mode: with `order=2`, or when the VJP check found a
         grad fn that is not linear in its upstream (clipping, declared intentional)."""
         nonlinear = report.verdict == "intentional" and (
             "clipping" in report.detail or "declared" in report.detail)
+        if self.order < 2 and report.verdict == "match" and self._elementwise():
+            self._second_order_note(report, modes)
         if report.verdict not in ("match", "intentional") or not (self.order >= 2 or nonlinear):
             return report
         if self.order >= 2 and report.verdict == "match":

@@ -791,3 +791,26 @@ def test_keras_int8_layer_pattern_is_a_straight_through_estimator():
     assert r.verdict == "intentional" and r.detail.startswith(
         "straight-through estimator: matches autodiff of the forward with `round`"), r.detail
     assert "`cast`" in r.detail
+
+
+def test_a_first_order_custom_gradient_that_drops_the_second_derivative_is_said_by_default():
+    """An elementwise forward costs two more passes to differentiate twice: by default the second
+    derivative is compared too, and one the grad fn drops (a stop_gradient around sigmoid) is a
+    note on the `match`, which the first derivative is."""
+
+    @tf.custom_gradient
+    def softplus_stopped(x):
+        return tf.nn.softplus(x), lambda dy: dy * tf.stop_gradient(tf.sigmoid(x))
+
+    @tf.custom_gradient
+    def softplus(x):
+        return tf.nn.softplus(x), lambda dy: dy * tf.sigmoid(x)
+
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]])
+    r = check_gradient(softplus_stopped, x)
+    assert (r.verdict, r.modes["second-order"]) == ("match", "mismatch"), r.detail
+    assert r.detail.endswith("; note: second derivative: no second derivative for x (None) where autodiff's is "
+                             "nonzero (the first derivative is right; what differentiates twice, a gradient penalty, "
+                             "gets the wrong one)"), r.detail
+    r = check_gradient(softplus, x)
+    assert (r.verdict, r.modes["second-order"], r.detail) == ("match", "match", "matches autodiff to 0")
