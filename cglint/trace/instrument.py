@@ -447,6 +447,29 @@ class Tracer:
 
         return backward_noting
 
+    def override_ignored(self, op_type_map: dict, at: str | None) -> None:
+        from tensorflow.python.framework import ops
+
+        for op_type, name in op_type_map.items():
+            try:
+                fn = ops.gradient_registry.lookup(name)
+            except LookupError:
+                continue
+            code = getattr(fn, "__code__", None)
+            if code is None:
+                continue
+            path, line, qualname = _source_of(code)
+            msg = (f"gradient_override_map({{{op_type!r}: {name!r}}}) was entered while TensorFlow executes eagerly, "
+                   f"where it has no effect: the ops made under it keep {op_type}'s own gradient and this "
+                   "registered gradient never runs (tf.custom_gradient does what it meant)")
+            key = ("override", path, line, op_type)  # once, however many names a loop registers
+            with self.lock:
+                if key in self.records:
+                    continue
+                self.records[key] = None
+            self.emit({"event": "raised", "function": {"path": path, "firstlineno": line, "qualname": qualname},
+                       "where": "override", "message": msg, "at": at})
+
     def raised(self, rec: _Record, exc: BaseException, where: str) -> None:
         try:
             msg = message_of(exc)
@@ -852,6 +875,42 @@ def patch(module, tracer: Tracer) -> None:
 
     module.record = _RecordProxy(module.record, tracer)
     module._cglint_tracer = tracer
+    _patch_override_map(tracer)
+
+
+def _patch_override_map(tracer: Tracer) -> None:
+    """`Graph.gradient_override_map` entered while TensorFlow executes eagerly (TF2 code) has no
+    effect: the ops made under it keep their own gradients and the registered ones never run,
+    silently. Each registered function it names gets that as its `error`, at its def."""
+    from tensorflow.python.eager import context
+    from tensorflow.python.framework import ops
+
+    original = ops.Graph.gradient_override_map
+    if getattr(original, "_cglint", False):
+        return
+
+    def gradient_override_map(self, op_type_map):
+        try:
+            if context.executing_eagerly() and isinstance(op_type_map, dict):
+                tracer.override_ignored(op_type_map, _caller_line())
+        except Exception:
+            pass
+        return original(self, op_type_map)
+
+    gradient_override_map._cglint = True
+    functools.update_wrapper(gradient_override_map, original)
+    ops.Graph.gradient_override_map = gradient_override_map
+
+
+def _caller_line() -> str | None:
+    """`path:line` of the first frame outside TensorFlow and cglint (the user's `with`)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if os.sep + "tensorflow" + os.sep not in name and os.sep + "cglint" + os.sep not in name:
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
 
 
 class _Finder:

@@ -170,8 +170,9 @@ def verdict_of(fn: Function) -> dict:
         at = r.get("at")
         where = f" at {_display_path(at, Path.cwd())}" if at else ""
         detail = r["message"] if contract else f"the forward raised at every call the command made: {r['message']}"
+        seen = "seen" if r.get("where") == "override" else "raised"  # an override map TensorFlow ignored
         return {"verdict": "error", "reference": None, "max_rel_error": None,
-                "detail": detail, "checked": f"raised while the command ran{where}"}
+                "detail": detail, "checked": f"{seen} while the command ran{where}"}
     if fn.checks:
         worst = max(fn.checks, key=lambda c: _RANK.get(c["report"].get("verdict"), 0))
         summary = {k: worst["report"].get(k) for k in _SUMMARY_KEYS}
