@@ -149,6 +149,35 @@ def import_by_path(path: str):
     return module
 
 
+def import_statement_by_statement(path: str):
+    """The module again, each top-level statement run on its own and one that raises passed over:
+    a module whose import-time demo fails (often with the very bug, a float32 gradient for a
+    float16 input) still defines its functions, and those can be checked."""
+    import ast
+
+    file = Path(path).resolve()
+    root, parts = file.parent, [file.stem]
+    while (root / "__init__.py").exists():
+        parts.insert(0, root.name)
+        root = root.parent
+    if file.stem == "__init__":
+        parts.pop()
+    name = ".".join(parts) if len(parts) > 1 else f"_cglint_user_{file.stem}"
+    spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=None)
+    module = importlib.util.module_from_spec(spec)
+    if len(parts) > 1:
+        module.__package__ = ".".join(parts[:-1])
+    sys.modules[name] = module
+    tree = ast.parse(file.read_text(encoding="utf-8", errors="replace"), str(file))
+    skipped = 0
+    for stmt in tree.body:
+        try:
+            exec(compile(ast.Module([stmt], []), str(file), "exec"), module.__dict__)
+        except Exception:  # noqa: BLE001 - the statement that failed the import, or one after it
+            skipped += 1
+    return module, skipped
+
+
 def _load_shadowed_stdlib(root: Path) -> None:
     """Standard-library modules that a file in `root` would shadow once `root` leads sys.path
     are imported first, from the standard library, so TensorFlow and the user's own imports
@@ -482,14 +511,30 @@ def main(argv: list[str]) -> int:
                 failure.update(raised_in=raised_in, message=_message(e))
         except BaseException:
             pass
-        emit(failure)
-        return 0
-    emit({"imported": True})
+        module = None
+        if not failure.get("raised_in") and isinstance(e, Exception) and not isinstance(e, MemoryError) \
+                and not any(m in reason for m in _OUT_OF_MEMORY):
+            # The failure went through none of the module's custom gradients: its definitions
+            # may still be whole. (One that did is that function's error: the session says so.)
+            try:
+                module, _ = import_statement_by_statement(path)
+            except BaseException:
+                module = None
+        if module is None:
+            emit(failure)
+            return 0
+        partial = f"the module's import raised {reason}; checked with its other statements run"
+        emit({"imported": True, "partial": partial})
+    else:
+        partial = None
+        emit({"imported": True})
     for i, req in enumerate(request["functions"]):
         try:
             result = check_one(module, source, req, seed)
         except BaseException as e:
             result = skipped(f"the check itself failed: {_reason(e)}", seed)
+        if partial:
+            result = {**result, "detail": f"{result.get('detail') or ''} ({partial})".lstrip()}
         emit({"index": i, "result": _out_of_memory(result, mib)})
     return 0
 
