@@ -523,12 +523,18 @@ def main(argv: list[str]) -> int:
         if module is None:
             emit(failure)
             return 0
+        failed_import = reason
         partial = f"the module's import raised {reason}; checked with its other statements run"
         emit({"imported": True, "partial": partial})
     else:
         partial = None
         emit({"imported": True})
     for i, req in enumerate(request["functions"]):
+        reach = req.get("reach") or {}
+        if partial and not hasattr(module, reach.get("class") or reach.get("function") or req["function"].split(".")[0]):
+            # What was asked for is not defined once the failing statements are passed over.
+            emit({"index": i, "result": skipped(f"import failed: {failed_import}", seed)})
+            continue
         try:
             result = check_one(module, source, req, seed)
         except BaseException as e:
