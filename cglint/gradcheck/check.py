@@ -16,6 +16,7 @@ finite differences, which give one projection per pass, the Cauchy-Schwarz form 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 from dataclasses import dataclass, field, replace
@@ -266,8 +267,8 @@ class _FiniteDifferencesOnly:
 
 class _Checker:
     def __init__(self, fn, inputs, rtol, atol, seed, probes, variables, intentional, graph=True,
-                 order=1):
-        self.fn, self.inputs = fn, inputs
+                 order=1, replay=True):
+        self.fn, self.inputs, self.replay = fn, inputs, replay
         self.graph, self.order = graph, int(order or 1)
         self.seed, self.probes = seed, max(1, int(probes))
         self.opts = V.Options(rtol=rtol, atol=atol or 0.0, intentional=bool(intentional))
@@ -291,18 +292,17 @@ class _Checker:
 
     def _run_forward(self):
         """Runs the undecorated forward under a persistent tape: y, grad fn, variables read."""
-        tape = tf.GradientTape(persistent=True)
-        self.draws = _SameDraws(self.seed)
+        self.draws, self.replayed = contextlib.nullcontext(), False
         try:
-            with tape, _RandomOps() as random_ops, self.draws:
-                for i in self.diff_idx:
-                    tape.watch(self.flat_in[i])
-                out = self.forward(*self.args)
-            self.y_first = out[0] if isinstance(out, (tuple, list)) and len(out) == 2 else out
-            self.random_ops = random_ops.found
-            # Draws replayed on every later run: finite differences see the samples the tape
-            # recorded (a stochastic rounding's straight-through gradient is then measurable).
-            self.replayed = bool(self.random_ops) and self._replays()
+            tape, out, self.random_ops = self._taped_forward()
+            if self.random_ops and self.replay:
+                # Run again from TensorFlow's seed (which resets its random kernels: never in a
+                # traced program, whose own streams must not move), so that every later run
+                # replays these draws: finite differences then see the samples the tape recorded
+                # (a stochastic rounding's straight-through gradient is measurable).
+                self.draws = _SameDraws(self.seed)
+                tape, out, self.random_ops = self._taped_forward()
+                self.replayed = self._replays(out)
         except Exception as e:  # the inputs do not fit this function
             raise _NotRunnable(f"forward raised on these inputs: {first_line(e)}") from e
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
@@ -318,14 +318,22 @@ class _Checker:
             self.variables = [v for v in tape.watched_variables()
                               if all(v is not x for x in self.flat_in)]
 
-    def _replays(self) -> bool:
-        """Whether two more runs under `_SameDraws` give the first run's outputs exactly."""
+    def _taped_forward(self):
+        tape = tf.GradientTape(persistent=True)
+        with tape, _RandomOps() as random_ops, self.draws:
+            for i in self.diff_idx:
+                tape.watch(self.flat_in[i])
+            out = self.forward(*self.args)
+        return tape, out, random_ops.found
+
+    def _replays(self, out) -> bool:
+        """Whether two more runs under `_SameDraws` give the recorded run's outputs exactly."""
         try:
             runs = []
             for _ in range(2):
                 with self.draws:
                     runs.append([np.asarray(tf.convert_to_tensor(y)) for y in tf.nest.flatten(self.forward(*self.args)[0])])
-            first = [np.asarray(tf.convert_to_tensor(y)) for y in tf.nest.flatten(self.y_first)]
+            first = [np.asarray(tf.convert_to_tensor(y)) for y in tf.nest.flatten(out[0])]
             return all(len(r) == len(first) and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(r, first))
                        for r in runs)
         except Exception:
@@ -887,7 +895,8 @@ class _Checker:
 
 def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variables=None,
                    intentional=False, graph=True, order=1, complex_probe=False,
-                   float64_rerun=True, half_probe: str | None = None, own_inputs=False) -> GradientReport:
+                   float64_rerun=True, half_probe: str | None = None, own_inputs=False,
+                   replay_draws=True) -> GradientReport:
     """Checks the custom gradient of `fn` at `inputs` against TensorFlow autodiff.
 
     `fn` is a `tf.custom_gradient`-decorated function (or the raw forward returning
@@ -899,13 +908,14 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
     forward-mode JVP with autodiff's. `complex_probe` re-runs with complex inputs when the forward
     accepts them. `half_probe` ("float16"/"bfloat16", for modules that train in mixed precision)
     re-runs with float32 inputs cast to it, where a grad fn that fixes float32 returns a gradient in
-    the wrong dtype. `own_inputs` says the inputs are the values the user's code passes: a gradient
+    the wrong dtype. `replay_draws` lets a random forward be re-run from TensorFlow's seed, which
+    resets its random kernels (not for a traced program's own streams). `own_inputs` says the inputs are the values the user's code passes: a gradient
     that breaks only far outside them (the wide probe) is then a note on the verdict, not the verdict. A float32 match near the float32 noise floor is re-run in float64 when the
     function accepts it (`float64_rerun`). `report.modes` says what ran and its verdict. Never
     raises for problems in the checked code: they become the verdict.
     """
     checker = _Checker(fn, inputs, rtol, atol, seed, probes, variables, intentional, graph,
-                       order)
+                       order, replay_draws)
     try:
         report = checker.run()
     except (_Structural, _NotRunnable) as e:
@@ -918,7 +928,7 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
                          getattr(checker, "fn_name", ""))
     kw = dict(rtol=rtol, atol=atol, seed=seed, probes=probes, variables=variables,
               intentional=intentional, graph=False, order=1, complex_probe=False,
-              float64_rerun=False)
+              float64_rerun=False, replay_draws=replay_draws)
     if float64_rerun and V.near_noise_floor(report):
         report = _rerun_float64(fn, inputs, report, checker, kw)
     if complex_probe and report.verdict == "match":
