@@ -898,8 +898,8 @@ def _patch_override_map(tracer: Tracer) -> None:
             pass
         return original(self, op_type_map)
 
-    gradient_override_map._cglint = True
     functools.update_wrapper(gradient_override_map, original)
+    gradient_override_map._cglint, gradient_override_map._cglint_original = True, original
     ops.Graph.gradient_override_map = gradient_override_map
 
 
