@@ -4,6 +4,8 @@
                                             bug levels, with every miss and false finding)
     python bench/corpora.py --write LABEL   also append the figures to bench/RESULTS-corpora.md
                                             under the heading LABEL ("before", "after", ...)
+    python bench/corpora.py --runtime       also `--runtime=all` on the files of each RUNTIME.tsv,
+                                            scored by `score.py --runtime`
     python bench/corpora.py --corpora DIR   where the corpora live (default ../shared/corpora,
                                             or $CGLINT_CORPORA)
 
@@ -41,17 +43,38 @@ def score(corpora: Path, name: str) -> tuple[str, float]:
     return out.stdout, took
 
 
+def runtime_score(corpora: Path, name: str) -> tuple[str, float]:
+    corpus = corpora / name
+    rows = (corpus / "RUNTIME.tsv").read_text().splitlines()[1:]
+    files = sorted({str(corpus / "cases" / r.split("\t")[0]) for r in rows if r.strip()})
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "r.json"
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "cglint", "--no-cache", "--runtime=all",
+                        "--output-format", "json", "--output-file", str(report), *files],
+                       cwd=ROOT, capture_output=True, text=True)
+        took = time.perf_counter() - start
+        out = subprocess.run([sys.executable, str(corpora / "score.py"), "--runtime", str(corpus),
+                              str(report)], capture_output=True, text=True)
+    return out.stdout, took
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpora", type=Path, default=DEFAULT)
     ap.add_argument("--write", metavar="LABEL")
+    ap.add_argument("--runtime", action="store_true")
+    ap.add_argument("--only-runtime", action="store_true")
     args = ap.parse_args()
     sections = []
     for name in SETS:
-        text, took = score(args.corpora, name)
-        block = f"### {name} (static, {took:.1f} s)\n\n```\n{text.rstrip()}\n```\n"
-        print(block)
-        sections.append(block)
+        kinds = ([] if args.only_runtime else [("static", score)]) + (
+            [("runtime", runtime_score)] if args.runtime or args.only_runtime else [])
+        for kind, fn in kinds:
+            text, took = fn(args.corpora, name)
+            block = f"### {name} ({kind}, {took:.1f} s)\n\n```\n{text.rstrip()}\n```\n"
+            print(block, flush=True)
+            sections.append(block)
     if args.write:
         path = ROOT / "bench" / "RESULTS-corpora.md"
         head = "" if path.exists() else (

@@ -50,10 +50,12 @@ NOTES: dict[str, str] = {
         "for a complex *input*; here the input (phi) is real and the output complex, so the missing "
         "conjugate shows as Re(u * g) against Re(u * conj(g)), which needs the upstream's phase to name."),
     "16_flip_gradient_override_ignored": (
-        "in TF 2 eager code `gradient_override_map` is ignored, so no custom gradient ever runs: the "
-        "runtimes have nothing to check (the static rule CG017 does flag the override map; it is not "
-        "counted here). The fixed version (tf.custom_gradient reversal) is `intentional`: a gradient "
-        "reversal, recognised by its signature."),
+        "in TF 2 eager code `gradient_override_map` is ignored, so no custom gradient ever runs. `cglint "
+        "trace` now says so, as the registered function's `error` (the map was entered while TensorFlow "
+        "executes eagerly, the registered gradient never runs), which is the bug; the class's symptom "
+        "(a sign, a reversal) is not measured, since nothing reversed ran. The static rule CG017 flags the "
+        "override map too (not counted here). The fixed version (tf.custom_gradient reversal) is "
+        "`intentional`: a gradient reversal, recognised by its signature."),
 }
 
 

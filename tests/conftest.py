@@ -32,7 +32,7 @@ SLOW = {
     "test_runtime_processes.py", "test_fix_verify.py", "test_example_behaviour.py", "test_rule_claims.py",
     "test_model_boundaries.py", "test_project.py",
 }
-BENCHMARK = {"test_metamorphic.py"}
+BENCHMARK = {"test_metamorphic.py", "test_metamorphic_runtime.py"}
 INSTALL = {"test_install_recipes.py"}
 APART = {"benchmark": BENCHMARK, "install": INSTALL}  # tiers run only when their marker is asked for
 

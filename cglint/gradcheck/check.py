@@ -16,9 +16,10 @@ finite differences, which give one projection per pass, the Cauchy-Schwarz form 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import tensorflow as tf
@@ -171,12 +172,94 @@ class _RandomOps:
         return False
 
 
+class _SameDraws:
+    """Each forward run inside it draws the random numbers the first run drew: TensorFlow's
+    global and op seeds are set to the check's seed and the global generator's state is put
+    back, so a random forward differenced or re-run sees the samples autodiff's tape recorded.
+    (A generator made from non-deterministic state inside the forward cannot be replayed.)"""
+
+    def __init__(self, seed: int):
+        from tensorflow.python.ops import stateful_random_ops
+
+        self.seed = seed
+        gen = stateful_random_ops.global_generator
+        self.gen, self.state = gen, (gen.state.numpy() if gen is not None else None)
+
+    def __enter__(self):
+        tf.random.set_seed(self.seed)
+        if self.gen is not None:
+            self.gen.state.assign(self.state)
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# A straight-through estimator's forward quantises; its grad fn differentiates the forward as if
+# these ops were the identity. `_QUANTISING` must be among those a forward used for the relaxed
+# comparison to speak: a clip or a stop alone relaxed would excuse a forgotten mask (relu6's).
+_QUANTISING = ("round", "floor", "ceil", "rint", "sign", "cast", "saturate_cast")
+_ALSO_RELAXED = ("stop_gradient", "clip_by_value")
+
+
+class _Relaxed:
+    """Within it, the forward's non-differentiable ops (`_QUANTISING`, `_ALSO_RELAXED`) are the
+    identity: a cast of a float to an integer or bool keeps the float, `round(x)` is `x`. Patched
+    where a user's code finds them: TensorFlow's public namespaces (`tf.round`, `tf.math.round`;
+    Keras's TensorFlow backend calls those too) and the forward's own module; TensorFlow's
+    internals keep theirs. Checks run one at a time, with the program waiting."""
+
+    def __init__(self, forward):
+        self.forward, self.used, self.undo = forward, [], []
+
+    def _relaxed(self, name, original):
+        used = self.used
+
+        def relaxed(x, *args, **kwargs):
+            if name in ("cast", "saturate_cast"):
+                dtype = tf.as_dtype(args[0] if args else kwargs.get("dtype"))
+                t = tf.convert_to_tensor(x) if not isinstance(x, tf.Variable) else x
+                if not (t.dtype.is_floating and (dtype.is_integer or dtype == tf.bool)):
+                    return original(x, *args, **kwargs)
+            if name not in used:
+                used.append(name)
+            return tf.identity(x)
+        return relaxed
+
+    def __enter__(self):
+        import sys as _sys
+
+        originals = {id(fn): (name, fn) for name in _QUANTISING + _ALSO_RELAXED
+                     if (fn := getattr(tf, name, None) or getattr(tf.math, name, None)) is not None}
+        originals.update({id(getattr(tf.math, n)): (n, getattr(tf.math, n)) for n in _QUANTISING
+                          if hasattr(tf.math, n)})
+        spaces = [vars(m) for name, m in list(_sys.modules.items())
+                  if m is not None and (name == "tensorflow" or name.startswith("tensorflow._api."))]
+        spaces.append(getattr(self.forward, "__globals__", {}))
+        swaps: dict[int, object] = {}
+        for space in spaces:
+            for key, value in list(space.items()):
+                if id(value) in originals and callable(value):
+                    name, fn = originals[id(value)]
+                    relaxed = swaps.setdefault(id(value), self._relaxed(name, fn))
+                    self.undo.append((space, key, value))
+                    space[key] = relaxed
+        return self
+
+    def __exit__(self, *exc):
+        for space, key, value in reversed(self.undo):
+            space[key] = value
+        self.undo.clear()
+        return False
+
+
 class _FiniteDifferencesOnly:
     """A `verdict.Measure` without the small-upstream probe."""
 
     def __init__(self, checker):
         self.fd = checker.fd
         self.random_ops = checker.random_ops
+        self.replayed = checker.replayed
 
     def small(self, factor):
         raise NotImplementedError
@@ -184,8 +267,8 @@ class _FiniteDifferencesOnly:
 
 class _Checker:
     def __init__(self, fn, inputs, rtol, atol, seed, probes, variables, intentional, graph=True,
-                 order=1):
-        self.fn, self.inputs = fn, inputs
+                 order=1, replay=True):
+        self.fn, self.inputs, self.replay = fn, inputs, replay
         self.graph, self.order = graph, int(order or 1)
         self.seed, self.probes = seed, max(1, int(probes))
         self.opts = V.Options(rtol=rtol, atol=atol or 0.0, intentional=bool(intentional))
@@ -209,13 +292,17 @@ class _Checker:
 
     def _run_forward(self):
         """Runs the undecorated forward under a persistent tape: y, grad fn, variables read."""
-        tape = tf.GradientTape(persistent=True)
+        self.draws, self.replayed = contextlib.nullcontext(), False
         try:
-            with tape, _RandomOps() as random_ops:
-                for i in self.diff_idx:
-                    tape.watch(self.flat_in[i])
-                out = self.forward(*self.args)
-            self.random_ops = random_ops.found
+            tape, out, self.random_ops = self._taped_forward()
+            if self.random_ops and self.replay:
+                # Run again from TensorFlow's seed (which resets its random kernels: never in a
+                # traced program, whose own streams must not move), so that every later run
+                # replays these draws: finite differences then see the samples the tape recorded
+                # (a stochastic rounding's straight-through gradient is measurable).
+                self.draws = _SameDraws(self.seed)
+                tape, out, self.random_ops = self._taped_forward()
+                self.replayed = self._replays(out)
         except Exception as e:  # the inputs do not fit this function
             raise _NotRunnable(f"forward raised on these inputs: {first_line(e)}") from e
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
@@ -230,6 +317,27 @@ class _Checker:
             # As TensorFlow does: trainable variables the forward read, minus the inputs.
             self.variables = [v for v in tape.watched_variables()
                               if all(v is not x for x in self.flat_in)]
+
+    def _taped_forward(self):
+        tape = tf.GradientTape(persistent=True)
+        with tape, _RandomOps() as random_ops, self.draws:
+            for i in self.diff_idx:
+                tape.watch(self.flat_in[i])
+            out = self.forward(*self.args)
+        return tape, out, random_ops.found
+
+    def _replays(self, out) -> bool:
+        """Whether two more runs under `_SameDraws` give the recorded run's outputs exactly."""
+        try:
+            runs = []
+            for _ in range(2):
+                with self.draws:
+                    runs.append([np.asarray(tf.convert_to_tensor(y)) for y in tf.nest.flatten(self.forward(*self.args)[0])])
+            first = [np.asarray(tf.convert_to_tensor(y)) for y in tf.nest.flatten(out[0])]
+            return all(len(r) == len(first) and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(r, first))
+                       for r in runs)
+        except Exception:
+            return False
 
     def _tf_path(self):
         """Runs the decorated function through TensorFlow once, so structural errors carry
@@ -364,7 +472,8 @@ class _Checker:
         return tf.nest.pack_sequence_as(list(self.inputs), flat)
 
     def _phi(self, args, u):
-        out = self.forward(*args)
+        with self.draws:
+            out = self.forward(*args)
         total = 0.0
         for y, uk in zip(tf.nest.flatten(out[0]), u):
             y = tf.convert_to_tensor(y)
@@ -448,7 +557,8 @@ class _Checker:
         pos, x = found
 
         def outputs(args) -> np.ndarray:
-            ys = [tf.convert_to_tensor(y) for y in tf.nest.flatten(self.forward(*args)[0])]
+            with self.draws:
+                ys = [tf.convert_to_tensor(y) for y in tf.nest.flatten(self.forward(*args)[0])]
             return np.concatenate([np.ravel(tf.cast(y, tf.float64).numpy()) for y in ys if _is_float(y.dtype)] or
                                   [np.zeros(0)])
 
@@ -524,6 +634,38 @@ class _Checker:
                               [as_np(c) for c in customs], [self._autodiff(u) for u in us],
                               orders=[(p, as_np(o)) for p, o in zip(perms, orders)],
                               mode="tf.function")
+
+    def _straight_through(self, em: V.Measurements, eager: GradientReport) -> GradientReport | None:
+        """The custom gradient compared with autodiff of the forward with its quantising ops
+        relaxed to the identity (`_Relaxed`): equal on every argument and probe is a
+        straight-through estimator (Keras's int8/int4/float8 layers: the forward rounds its
+        input at an abs-max scale, the grad fn is the float product's gradient). None otherwise."""
+        relax = _Relaxed(self.forward)
+        try:
+            tape = tf.GradientTape(persistent=True)
+            with tape, self.draws, relax:
+                for i in self.diff_idx:
+                    tape.watch(self.flat_in[i])
+                ys = tf.nest.flatten(self.forward(*self.args)[0])
+            if not any(n in _QUANTISING for n in relax.used) or len(ys) != len(self.flat_y) or any(
+                    tuple(tf.convert_to_tensor(a).shape) != tuple(tf.convert_to_tensor(b).shape)
+                    for a, b in zip(ys, self.flat_y)):
+                return None
+            autos = [[_to_numpy(g) for g in tape.gradient(ys, self._targets(), output_gradients=u,
+                                                           unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+                     for u in self.us]
+        except Exception:  # the relaxed forward does not run (an integer op after the cast)
+            return None
+        floor = V.SCALE_FLOOR * max([V.norm(g) for gs in autos for g in gs if g is not None] + [0.0])
+        for customs, relaxed in zip(em.customs, autos):
+            for arg, c, a in zip(self.vargs, customs, relaxed):
+                if c is None or a is None or not V.finite(c) or np.shape(c) != np.shape(a) \
+                        or not V.close(c, a, arg, self.opts, floor)[0]:
+                    return None
+        ops = ", ".join(f"`{n}`" for n in relax.used)
+        detail = f"straight-through estimator: matches autodiff of the forward with {ops} relaxed to the identity"
+        args = [replace(a, verdict="intentional", detail=detail) if a.verdict == "mismatch" else a for a in eager.args]
+        return replace(eager, verdict="intentional", detail=detail, args=args)
 
     def _graph_failure(self, e: Exception) -> str:
         # Errors raised while tracing read "in user code: <frames> ... <the message>".
@@ -628,11 +770,39 @@ class _Checker:
                     np.sqrt(sum(V.norm(j) ** 2 for j in jvp_c)), 1e-30)
         return V.Measurements(outs, [u], [jvp_c], [jvp_a], mode="forward"), abs(lhs - rhs) / scale
 
+    def _elementwise(self) -> bool:
+        """One input, one output of its shape, no variables: an activation, whose second
+        derivative costs two more passes of its size."""
+        if len(self.diff_idx) != 1 or self.variables or len(self.flat_y) != 1:
+            return False
+        x, y = self.flat_in[self.diff_idx[0]], tf.convert_to_tensor(self.flat_y[0])
+        return x.dtype.is_floating and y.dtype == x.dtype and tuple(y.shape) == tuple(x.shape)
+
+    def _second_order_note(self, report: GradientReport, modes: dict) -> None:
+        """By default, for an elementwise forward: the second derivative TensorFlow takes through
+        the grad fn against autodiff's. A first-order custom gradient that drops it (NumPy, a
+        stop_gradient, a constant) trains right and silently breaks what differentiates twice
+        (gradient penalties, Hessian-vector products): said on the verdict, not made it."""
+        try:
+            second = V.decide(self._second_order(), None, self.opts)
+        except _Structural as e:
+            modes["second-order"] = "error"
+            report.detail += f"; note: {e} (the first derivative is right; differentiating it again fails)"
+            return
+        except Exception:
+            return
+        modes["second-order"] = second.verdict
+        if second.verdict == "mismatch":
+            report.detail += (f"; note: second derivative: {second.detail} (the first derivative is right; "
+                              "what differentiates twice, a gradient penalty, gets the wrong one)")
+
     def _higher_order(self, report: GradientReport, modes: dict) -> GradientReport:
         """Second derivative and forward mode: with `order=2`, or when the VJP check found a
         grad fn that is not linear in its upstream (clipping, declared intentional)."""
         nonlinear = report.verdict == "intentional" and (
             "clipping" in report.detail or "declared" in report.detail)
+        if self.order < 2 and report.verdict == "match" and self._elementwise():
+            self._second_order_note(report, modes)
         if report.verdict not in ("match", "intentional") or not (self.order >= 2 or nonlinear):
             return report
         if self.order >= 2 and report.verdict == "match":
@@ -680,6 +850,8 @@ class _Checker:
         self.us = [self._upstream() for _ in range(self.probes)]
         em = self._eager()
         eager = V.decide(em, self, self.opts)
+        if eager.verdict == "mismatch" and not self.opts.intentional:
+            eager = self._straight_through(em, eager) or eager
         modes = {"eager": eager.verdict}
         graph = None
         if self.graph and eager.verdict != "error":
@@ -693,8 +865,9 @@ class _Checker:
                     graph = V.decide(gm, _FiniteDifferencesOnly(self), self.opts)
             except Exception as e:
                 # Failing under tf.function is what training (fit, a compiled step) hits first,
-                # whatever eager mode says (a mismatch included: NumPy in a grad fn runs eagerly).
-                if eager.verdict in ("match", "intentional", "mismatch"):
+                # whatever eager mode says (a mismatch included: NumPy in a grad fn runs eagerly;
+                # an inconclusive one too: the forward ran eagerly on these very inputs).
+                if eager.verdict in ("match", "intentional", "mismatch", "skipped"):
                     modes["tf.function"] = "error"
                     return self._report("error", f"{self._graph_failure(e)} (eager: "
                                         f"{eager.detail})", eager.args, modes=modes)
@@ -722,7 +895,8 @@ class _Checker:
 
 def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variables=None,
                    intentional=False, graph=True, order=1, complex_probe=False,
-                   float64_rerun=True, half_probe: str | None = None) -> GradientReport:
+                   float64_rerun=True, half_probe: str | None = None, own_inputs=False,
+                   replay_draws=True) -> GradientReport:
     """Checks the custom gradient of `fn` at `inputs` against TensorFlow autodiff.
 
     `fn` is a `tf.custom_gradient`-decorated function (or the raw forward returning
@@ -734,12 +908,14 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
     forward-mode JVP with autodiff's. `complex_probe` re-runs with complex inputs when the forward
     accepts them. `half_probe` ("float16"/"bfloat16", for modules that train in mixed precision)
     re-runs with float32 inputs cast to it, where a grad fn that fixes float32 returns a gradient in
-    the wrong dtype. A float32 match near the float32 noise floor is re-run in float64 when the
+    the wrong dtype. `replay_draws` lets a random forward be re-run from TensorFlow's seed, which
+    resets its random kernels (not for a traced program's own streams). `own_inputs` says the inputs are the values the user's code passes: a gradient
+    that breaks only far outside them (the wide probe) is then a note on the verdict, not the verdict. A float32 match near the float32 noise floor is re-run in float64 when the
     function accepts it (`float64_rerun`). `report.modes` says what ran and its verdict. Never
     raises for problems in the checked code: they become the verdict.
     """
     checker = _Checker(fn, inputs, rtol, atol, seed, probes, variables, intentional, graph,
-                       order)
+                       order, replay_draws)
     try:
         report = checker.run()
     except (_Structural, _NotRunnable) as e:
@@ -752,7 +928,7 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
                          getattr(checker, "fn_name", ""))
     kw = dict(rtol=rtol, atol=atol, seed=seed, probes=probes, variables=variables,
               intentional=intentional, graph=False, order=1, complex_probe=False,
-              float64_rerun=False)
+              float64_rerun=False, replay_draws=replay_draws)
     if float64_rerun and V.near_noise_floor(report):
         report = _rerun_float64(fn, inputs, report, checker, kw)
     if complex_probe and report.verdict == "match":
@@ -762,7 +938,7 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
     if float64_rerun and ((report.verdict, report.reference) == ("match", "autodiff") or _both_not_finite(report)):
         report = _float64_reference(fn, report, checker)
     if float64_rerun and report.verdict == "match":
-        report = _wide_probe(fn, inputs, report, kw)
+        report = _wide_probe(fn, inputs, report, kw, own_inputs)
     return report
 
 
@@ -875,7 +1051,7 @@ def _rerun_float64(fn, inputs, report, checker, kw) -> GradientReport:
 _WIDE = 100.0  # |x| where exp overflows float32 (88.7) and naive log(1 + e^x) / e^x / (1 + e^x) fail
 
 
-def _wide_probe(fn, inputs, report, kw) -> GradientReport:
+def _wide_probe(fn, inputs, report, kw, own_inputs=False) -> GradientReport:
     """The same check at inputs of large magnitude (the sample rescaled to |x| up to 100), where a
     forward written to be stable stays finite: a grad fn that is NaN or inf there (e^x / (1 + e^x)
     for a stable softplus) poisons training once activations grow. Claimed only for a non-finite
@@ -899,8 +1075,14 @@ def _wide_probe(fn, inputs, report, kw) -> GradientReport:
     again = check_gradient(fn, *wide, **{**kw, "probes": 1})
     if again.verdict == "mismatch" and any(
             a.verdict == "mismatch" and "is not finite" in a.detail for a in again.args):
-        again.detail = (f"at inputs of large magnitude (|x| up to {_WIDE:.0f}), where the forward is "
-                        f"finite: {again.detail} (at the first sample it {report.detail})")
+        where = f"at inputs of large magnitude (|x| up to {_WIDE:.0f}), where the forward is finite"
+        if own_inputs:
+            # Measured right at the values the user's code passes; the rescaled sample is not
+            # evidence that the code ever sees such values: said, not claimed.
+            report.detail += f"; note: {where}, {again.detail}"
+            report.modes = {**report.modes, "wide": "mismatch"}
+            return report
+        again.detail = f"{where}: {again.detail} (at the first sample it {report.detail})"
         again.modes = {**report.modes, "wide": "mismatch"}
         return again
     report.modes = {**report.modes, "wide": again.verdict}
@@ -961,6 +1143,31 @@ def forward_failure(fn, *inputs) -> str | None:
     return f"the forward must return (y, grad_fn); it returned {type(out).__name__}"
 
 
+def forward_footprint(fn, *inputs) -> tuple[int, int]:
+    """(bytes, ops): what one run of the undecorated forward makes, summed over every op it runs,
+    with no tape recording it. A check's tape keeps about this much (an eager `tf.while_loop`
+    runs its body op by op, each iteration's tensors kept for autodiff), where the program's own
+    run under the custom gradient keeps only its outputs."""
+    from tensorflow.python.framework import op_callbacks
+
+    forward, _ = resolve(fn)
+    seen = [0, 0]
+
+    def count(op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        seen[1] += 1
+        for t in outputs or ():
+            n = t.shape.num_elements() if t.shape.is_fully_defined() else None
+            seen[0] += (n or 0) * (t.dtype.size if t.dtype != tf.string else 0)
+        return None
+
+    op_callbacks.add_op_callback(count)
+    try:
+        forward(*inputs)
+    finally:
+        op_callbacks.remove_op_callback(count)
+    return seen[0], seen[1]
+
+
 def forward_runs(fn, *inputs) -> bool:
     """True if the undecorated forward runs on `inputs` and returns `(y, grad_fn)`."""
     return forward_failure(fn, *inputs) is None
@@ -983,9 +1190,11 @@ def no_inputs_report(failures: list, seed: int = 0) -> GradientReport:
     """The verdict when no candidate input ran the forward: `error` with TensorFlow's message
     when every candidate failed with the same custom-gradient contract error, else `skipped`."""
     failures = [f for f in failures if f]
-    if failures and len(set(failures)) == 1 and _CONTRACT.search(failures[0]):
-        return GradientReport(verdict="error", seed=seed,
-                              detail=f"the forward fails on every input: {failures[0]}")
+    if contract := [f for f in failures if _CONTRACT.search(f)]:
+        # The forward ran to its return on these inputs and broke TensorFlow's contract there
+        # (other candidates may have failed earlier, on their shapes): the function's fault.
+        every = "every input" if len(contract) == len(failures) else "every input it runs on"
+        return GradientReport(verdict="error", seed=seed, detail=f"the forward fails on {every}: {contract[0]}")
     if len(failures) > 1 and len(set(failures)) == 1 and not _WANTS_OTHER_INPUTS.search(failures[0]):
         # The same error whatever the shape: the forward itself is broken (a constant of the
         # wrong dtype, a misspelt op), not the inputs the search tried.

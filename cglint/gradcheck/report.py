@@ -51,6 +51,9 @@ def first_line(exc: BaseException, limit: int = 240) -> str:
     text = exception_text(exc)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     text = lines[0] if lines else ""
+    if text == "in user code:" and len(lines) > 1:
+        # tf.function's tracing error: frames, then the original `Type: message` last.
+        text = lines[-1]
     msg = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return msg if len(msg) <= limit else msg[: limit - 3] + "..."
 

@@ -149,6 +149,35 @@ def import_by_path(path: str):
     return module
 
 
+def import_statement_by_statement(path: str):
+    """The module again, each top-level statement run on its own and one that raises passed over:
+    a module whose import-time demo fails (often with the very bug, a float32 gradient for a
+    float16 input) still defines its functions, and those can be checked."""
+    import ast
+
+    file = Path(path).resolve()
+    root, parts = file.parent, [file.stem]
+    while (root / "__init__.py").exists():
+        parts.insert(0, root.name)
+        root = root.parent
+    if file.stem == "__init__":
+        parts.pop()
+    name = ".".join(parts) if len(parts) > 1 else f"_cglint_user_{file.stem}"
+    spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=None)
+    module = importlib.util.module_from_spec(spec)
+    if len(parts) > 1:
+        module.__package__ = ".".join(parts[:-1])
+    sys.modules[name] = module
+    tree = ast.parse(file.read_text(encoding="utf-8", errors="replace"), str(file))
+    skipped = 0
+    for stmt in tree.body:
+        try:
+            exec(compile(ast.Module([stmt], []), str(file), "exec"), module.__dict__)
+        except Exception:  # noqa: BLE001 - the statement that failed the import, or one after it
+            skipped += 1
+    return module, skipped
+
+
 def _load_shadowed_stdlib(root: Path) -> None:
     """Standard-library modules that a file in `root` would shadow once `root` leads sys.path
     are imported first, from the standard library, so TensorFlow and the user's own imports
@@ -203,7 +232,7 @@ def _passed(fn, request: dict) -> int | None:
 
 def check_one(module, source: str, request: dict, seed: int) -> dict:
     from cglint.gradcheck.check import check_gradient, forward_failure, no_inputs_report
-    from .spec import SpecError, build_inputs, candidate_specs, first_inputs, parse_spec
+    from .spec import SpecError, build_inputs, candidate_specs, complex_variants, first_inputs, parse_spec
 
     name = request["function"]
     if request.get("registered") or request.get("defun"):
@@ -224,9 +253,11 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
         else:
             inputs, failures = None, []
             tried = candidate_specs(source, name, request.get("shapes"),
-                                    hints=request.get("hints"))
+                                    hints=request.get("hints"), ranks=request.get("ranks"))
             if (passed := _passed(fn, request)) is not None:
                 tried = first_inputs(tried, passed)
+            if request.get("complex"):  # after the real candidates, complex ones (kept in order)
+                tried = list(dict.fromkeys([*tried, *(v for t in tried[:3] for v in complex_variants(t))]))
             for spec_text in tried:
                 candidate = build_inputs(parse_spec(spec_text), params, module, seed)
                 failures.append(forward_failure(fn, *candidate))
@@ -242,7 +273,8 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
                             intentional=bool(request.get("intentional", False)),
                             order=int(request.get("order", 1)),
                             complex_probe=bool(request.get("complex", False)),
-                            half_probe=request.get("half"))
+                            half_probe=request.get("half"),
+                            own_inputs=bool(spec_text) and any(s.kind == "module" for s in parse_spec(spec_text)))
     return {**report.to_dict(), "inputs": spec_text}
 
 
@@ -325,7 +357,7 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
                     method(*inputs)
                 except Exception as e:  # noqa: BLE001 - wrong shapes for this candidate: try the next
                     failures.append(_reason(e))
-                if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
+                if (got := _reached(events[before:], reach["qualname"], spec_text, seed, reach.get("line"))) is not None:
                     return got
     finally:
         tracer.sinks.remove(events.append)
@@ -346,10 +378,11 @@ def _callers(instances: list, reach: dict):
         yield instance, getattr(instance, reach["method"])
 
 
-def _reached(events: list[dict], qualname: str, spec_text: str, seed: int) -> dict | None:
-    """The verdict trace's instrumentation gave the custom gradient `qualname` in `events`: its
-    check, or the error its forward or grad fn raised."""
-    mine = [e for e in events if e.get("event") in ("check", "raised") and e["function"]["qualname"] == qualname]
+def _reached(events: list[dict], qualname: str, spec_text: str, seed: int, line: int | None = None) -> dict | None:
+    """The verdict trace's instrumentation gave the custom gradient `qualname` (a lambda: at
+    `line`) in `events`: its check, or the error its forward or grad fn raised."""
+    mine = [e for e in events if e.get("event") in ("check", "raised") and e["function"]["qualname"] == qualname
+            and (line is None or e["function"].get("firstlineno") == line)]
     raised = [e for e in mine if e["event"] == "raised"]
     if raised:
         return {"verdict": "error", "reference": None, "max_rel_error": None, "seed": seed,
@@ -419,14 +452,16 @@ def check_by_calling(module, source: str, request: dict, seed: int) -> dict:
             # The module's own applications of a decorator factory: its arguments, not made-up ones.
             if callable(applied := getattr(module, name, None)):
                 for spec_text, before, _ in attempts(applied, name, 8):
-                    if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
+                    if (got := _reached(events[before:], reach["qualname"], spec_text, seed, reach.get("line"))) is not None:
                         return got
+        if reach.get("only_applied"):
+            return _not_reached(", ".join(reach["applied"]), failures, seed)
         for spec_text, before, made in attempts(outer, reach["function"], 8):
-            if (got := _reached(events[before:], reach["qualname"], spec_text, seed)) is not None:
+            if (got := _reached(events[before:], reach["qualname"], spec_text, seed, reach.get("line"))) is not None:
                 return judged(got)
             if callable(made) and not hasattr(made, "shape"):  # a factory: call what it made
                 for inner_spec, start, _ in attempts(made, inner, 4):
-                    if (got := _reached(events[start:], reach["qualname"], inner_spec, seed)) is not None:
+                    if (got := _reached(events[start:], reach["qualname"], inner_spec, seed, reach.get("line"))) is not None:
                         return judged(got)
     finally:
         tracer.sinks.remove(events.append)
@@ -476,14 +511,36 @@ def main(argv: list[str]) -> int:
                 failure.update(raised_in=raised_in, message=_message(e))
         except BaseException:
             pass
-        emit(failure)
-        return 0
-    emit({"imported": True})
+        module = None
+        if not failure.get("raised_in") and isinstance(e, Exception) and not isinstance(e, MemoryError) \
+                and not any(m in reason for m in _OUT_OF_MEMORY):
+            # The failure went through none of the module's custom gradients: its definitions
+            # may still be whole. (One that did is that function's error: the session says so.)
+            try:
+                module, _ = import_statement_by_statement(path)
+            except BaseException:
+                module = None
+        if module is None:
+            emit(failure)
+            return 0
+        failed_import = reason
+        partial = f"the module's import raised {reason}; checked with its other statements run"
+        emit({"imported": True, "partial": partial})
+    else:
+        partial = None
+        emit({"imported": True})
     for i, req in enumerate(request["functions"]):
+        reach = req.get("reach") or {}
+        if partial and not hasattr(module, reach.get("class") or reach.get("function") or req["function"].split(".")[0]):
+            # What was asked for is not defined once the failing statements are passed over.
+            emit({"index": i, "result": skipped(f"import failed: {failed_import}", seed)})
+            continue
         try:
             result = check_one(module, source, req, seed)
         except BaseException as e:
             result = skipped(f"the check itself failed: {_reason(e)}", seed)
+        if partial:
+            result = {**result, "detail": f"{result.get('detail') or ''} ({partial})".lstrip()}
         emit({"index": i, "result": _out_of_memory(result, mib)})
     return 0
 

@@ -28,7 +28,8 @@ _COMPLEX = re.compile(r"\bcomplex(64|128)\b|tf\.complex\(|\bconj\(|\b\d+(\.\d*)?
 _HALF = re.compile(r"\bmixed_b?float16\b|\bb?float16\b")
 # Calls whose first argument is a shape or a literal value: their result's shape is known.
 _SHAPED = {"tensorflow.zeros", "tensorflow.ones", "tensorflow.random.normal", "tensorflow.random.uniform",
-           "tensorflow.fill", "tensorflow.random.truncated_normal"}
+           "tensorflow.fill", "tensorflow.random.truncated_normal", "tensorflow.random.stateless_normal",
+           "tensorflow.random.stateless_uniform", "tensorflow.random.stateless_truncated_normal"}
 _VALUED = {"tensorflow.Variable", "tensorflow.constant", "tensorflow.convert_to_tensor"}
 
 
@@ -77,6 +78,8 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
                 request["inputs"] = ", ".join(known[i] for i in range(len(known)))
             elif known:
                 request["hints"] = known  # the rest is searched
+            if ranks := _call_site_ranks(model, site, known):
+                request["ranks"] = ranks  # the search keeps these inputs at their rank
             if (arity := _call_arity(model, site)) is not None:
                 request["arity"] = arity  # parameters with defaults that callers pass are inputs
         if _uses_nested_custom_gradient(model, site):
@@ -91,9 +94,23 @@ def plan_file(result: FileResult, everything: bool = False) -> list[Planned]:
         request["function"] = name
         if skip is not None and (owner := _owning_method(model, site) or _owning_function(model, site)) is not None:
             request["reach"] = owner  # the child builds the class or calls the function that makes it
+            # Named as the user calls it: the layer's method or the function that makes it, then
+            # the inner op (`FusedBiasAct.call.<locals>.func`), as trace names it.
+            request["called_as"] = owner["qualname"]
             skip = None
         elif skip is None and "inputs" not in request and (owner := _decorated_method(model, site)) is not None:
             request["reach"] = owner  # a method needs an instance: the child builds the class
+        applied = (request.get("reach") or {}).get("applied")
+        if applied and skip is None:
+            # A decorator factory's product is called by the names it decorates
+            # (`@straight_through(surrogate) def binarize(x)`): one verdict per application,
+            # under that name, each reached through it with the module's own arguments.
+            for name in applied:
+                planned.append(Planned(site, start, {**request, "function": name, "called_as": name,
+                                                     "reach": {**request["reach"], "applied": [name],
+                                                               "only_applied": True}},
+                                       mine, None, end))
+            continue
         planned.append(Planned(site, start, request, mine, skip, end))
     return planned
 
@@ -189,17 +206,28 @@ def _owning_method(model: ModuleModel, site: GradientSite) -> dict | None:
     `tf.Module`'s `__call__`): the class and method that make it, and the site's qualified name
     as Python gives it (`Layer.call.<locals>.op`), for the child to reach by building the class."""
     scope = model.scope_of[site.forward].parent
-    names = [site.name]
+    names = [_code_name(site)]
     while scope is not None and isinstance(scope.node, cst.FunctionDef):
         owner = scope.parent
         if owner is not None and isinstance(owner.node, cst.ClassDef) and owner.parent is model.root:
-            if isinstance(site.forward, cst.Lambda):
-                return None
             qualname = ".".join([owner.node.name.value, scope.node.name.value, "<locals>"] + names)
-            return {"class": owner.node.name.value, "method": scope.node.name.value, "qualname": qualname}
+            return {"class": owner.node.name.value, "method": scope.node.name.value, "qualname": qualname,
+                    **_lambda_line(model, site)}
         names = [scope.node.name.value, "<locals>"] + names
         scope = owner
     return None
+
+
+def _code_name(site: GradientSite) -> str:
+    """The name Python gives the forward's code: its def's, or `<lambda>`."""
+    return site.forward.name.value if isinstance(site.forward, cst.FunctionDef) else "<lambda>"
+
+
+def _lambda_line(model: ModuleModel, site: GradientSite) -> dict:
+    """Python names every lambda `<lambda>`: its line tells the custom-gradient one apart."""
+    if not isinstance(site.forward, cst.Lambda):
+        return {}
+    return {"line": model.positions[site.forward].start.line}
 
 
 def _decorated_method(model: ModuleModel, site: GradientSite) -> dict | None:
@@ -225,14 +253,13 @@ def _owning_function(model: ModuleModel, site: GradientSite) -> dict | None:
     factory returning it, a wrapper): that function, and the site's qualified name as Python
     gives it (`make.<locals>.op`). The child calls the function, and a callable it returns, and
     checks the custom gradient where that reaches it, as `cglint trace` would."""
-    if isinstance(site.forward, cst.Lambda):
-        return None  # Python names every lambda `<lambda>`: nothing tells them apart
     scope = model.scope_of[site.forward].parent
-    names = [site.name]
+    names = [_code_name(site)]
     while scope is not None and isinstance(scope.node, cst.FunctionDef):
         if scope.parent is model.root:
             outer = scope.node.name.value
-            owner = {"function": outer, "site": site.name, "qualname": ".".join([outer, "<locals>"] + names)}
+            owner = {"function": outer, "site": site.name, "qualname": ".".join([outer, "<locals>"] + names),
+                     **_lambda_line(model, site)}
             if applied := model.applications_of(scope.node)[:4]:
                 owner["applied"] = applied
             return owner
@@ -264,6 +291,47 @@ def _call_site_inputs(model: ModuleModel, site: GradientSite) -> dict[int, str]:
         if len(known) > len(best):
             best = known
     return best
+
+
+def _call_site_ranks(model: ModuleModel, site: GradientSite, known: dict[int, str]) -> dict[int, int]:
+    """The rank of what a call passes where its shape is not known: a layer's weight made with
+    a shape of the constructor's sizes (`tf.Variable(init([n]))`, `add_weight(shape=(units,))`)
+    is per feature whatever n is, and checking it as a batch claims a shape the code never uses."""
+    names = set(site.call_names) | ({site.forward.name.value} if isinstance(site.forward, cst.FunctionDef) else set())
+    ranks: dict[int, int] = {}
+    for call, scope in model.all_calls:
+        if not (isinstance(call.func, cst.Name) and call.func.value in names) or any(a.keyword or a.star for a in call.args):
+            continue
+        for i, arg in enumerate(call.args):
+            node = arg.value
+            if i in known or not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+                                  and node.value.value == "self"):
+                continue
+            cls = scope
+            while cls is not None and not isinstance(cls.node, cst.ClassDef):
+                cls = cls.parent
+            for value in (cls.attributes.get(node.attr.value, []) if cls is not None else []):
+                if isinstance(value, cst.Call) and (rank := _rank_of_call(model, value)) is not None:
+                    ranks.setdefault(i, rank)
+    return ranks
+
+
+def _rank_of_call(model: ModuleModel, call: cst.Call, depth: int = 0) -> int | None:
+    """The length of the shape a variable- or tensor-making call is given, its sizes unknown."""
+    if depth > 3:
+        return None
+    keyword = next((a.value for a in call.args if a.keyword and a.keyword.value == "shape"), None)
+    positional = [a.value for a in call.args if not a.keyword and not a.star]
+    qual = model.qualname(call.func) or ""
+    node = keyword if keyword is not None else (_scaled_operand(positional[0]) if positional else None)
+    if node is None:
+        return None
+    if qual in _VALUED and keyword is None:
+        return _rank_of_call(model, node, depth + 1) if isinstance(node, cst.Call) else None
+    if keyword is not None or qual in _SHAPED or qual.startswith(("keras.initializers.", "tensorflow.keras.initializers.",
+                                                                  "tensorflow.initializers.")):
+        return len(node.elements) if isinstance(node, (cst.List, cst.Tuple)) else None
+    return None
 
 
 def _call_arity(model: ModuleModel, site: GradientSite) -> int | None:
@@ -347,7 +415,7 @@ def _shape_of_call(model: ModuleModel, call: cst.Call, scope, depth: int = 0) ->
     positional = [a.value for a in call.args if not a.keyword and not a.star]
     if not positional:
         return None
-    first = positional[0]
+    first = _scaled_operand(positional[0])
     qual = model.qualname(call.func)
     if qual in _VALUED:
         if isinstance(first, cst.Call):
@@ -358,6 +426,20 @@ def _shape_of_call(model: ModuleModel, call: cst.Call, scope, depth: int = 0) ->
             or isinstance(call.func, cst.Call):  # an initialiser instance called on a shape
         return _dims(model, first, scope)
     return None
+
+
+def _scaled_operand(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`tf.random.normal([6, 6]) * 0.4`, `0.1 * init(...)`: arithmetic with a number keeps the
+    tensor's shape, so the tensor operand stands for the whole."""
+    while isinstance(node, cst.BinaryOperation):
+        numbers = [_number_spec(side) is not None for side in (node.left, node.right)]
+        if numbers == [False, True]:
+            node = node.left
+        elif numbers == [True, False]:
+            node = node.right
+        else:
+            break
+    return node
 
 
 def _dims(model: ModuleModel, node: cst.BaseExpression, scope) -> list[int] | None:

@@ -96,7 +96,8 @@ def run_runtime(
             for diag in planned.diagnostics:
                 if shows(diag.code, verdict):
                     diag.runtime = summary
-            entry = {"path": result.path, "function": planned.request["function"], "line": planned.line,
+            entry = {"path": result.path, "line": planned.line,
+                     "function": planned.request.get("called_as") or planned.request["function"],
                      **summary, "inputs": verdict.get("inputs"), "seed": verdict.get("seed"),
                      "args": verdict.get("args", [])}
             if verdict.get("modes"):  # eager / tf.function / forward / second-order verdicts

@@ -14,7 +14,8 @@ A spec is a comma-separated list of inputs, one per positional parameter, option
 
     {'a': normal(2, 3), 'b': normal(3)} a dict input (nested specs as values)
 
-Every constructor takes `dtype=float16|bfloat16|float32|float64|int32|int64|bool` (a random
+Every constructor takes `dtype=float16|bfloat16|float32|float64|complex64|complex128|int32|int64|bool`
+(complex: both parts random; bool: a random
 boolean mask for `normal`/`uniform`). Named inputs are
 matched to the function's parameters by name, unnamed ones by position. Parsing uses Python's
 `ast` module and only accepts these forms; nothing is ever evaluated. Random inputs come from
@@ -36,7 +37,7 @@ from cglint.gradcheck.domain import (
     scalar_name,
 )
 
-DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "bool")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int32", "int64", "bool")
 CONSTRUCTORS = {
     "normal": {"mean": 0.0, "stddev": 1.0},
     "uniform": {"low": -1.0, "high": 1.0},
@@ -184,6 +185,24 @@ def first_inputs(specs: list[str], n: int) -> list[str]:
     return list(dict.fromkeys(", ".join(_split_top_level(t)[:n]) for t in specs))
 
 
+def complex_variants(text: str) -> list[str]:
+    """The spec with one of its float inputs made complex64 at a time, then all of them: in a
+    module that computes with complex numbers, which parameters are complex (a field) and which
+    real (a phase) is what the forward accepts."""
+    try:
+        specs = parse_spec(text)
+    except SpecError:
+        return []
+    real = [i for i, s in enumerate(specs) if s.kind in ("normal", "uniform", "zeros", "ones")
+            and (s.dtype or "float32").startswith("float")]
+    out = []
+    for chosen in [[i] for i in real] + ([real] if len(real) > 1 else []):
+        parts = [InputSpec(s.kind, s.shape, s.params, s.value, "complex64" if i in chosen else s.dtype, s.name)
+                 for i, s in enumerate(specs)]
+        out.append(", ".join(str(p) for p in parts))
+    return out
+
+
 def spec_count(text: str) -> int:
     """How many inputs a spec gives."""
     return len(_split_top_level(text))
@@ -229,6 +248,9 @@ def build_inputs(specs: list[InputSpec], params: list[str] | None = None, module
             return obj
         if dtype == tf.bool and s.kind in ("normal", "uniform"):
             return tf.constant(rng.random(s.shape) < 0.5)  # a mask with both values
+        if s.kind == "normal" and dtype.is_complex:  # both parts random: a real input hides conj bugs
+            z = rng.standard_normal(s.shape) + 1j * rng.standard_normal(s.shape)
+            return tf.constant(s.params["mean"] + s.params["stddev"] * z, dtype=dtype)
         if s.kind == "normal":
             return tf.constant(s.params["mean"] + s.params["stddev"] * rng.standard_normal(s.shape), dtype=dtype)
         if s.kind == "uniform":
@@ -398,6 +420,10 @@ def _positional_count(source: str, qualname: str) -> int | None:
 
 # Calls whose first argument is a boolean condition or mask.
 _BOOL_FIRST = {"where", "boolean_mask", "logical_and", "logical_or", "logical_not", "logical_xor"}
+# Ops defined (or real) only on part of the line, for an argument passed to them as it is:
+# sampled there, where autodiff and the grad fn are both finite.
+_POSITIVE_FIRST = {"log", "sqrt", "rsqrt", "lgamma", "digamma", "log_gamma", "pow", "xlogy"}
+_UNIT_FIRST = {"acos", "asin", "atanh", "arccos", "arcsin", "arctanh"}
 # Ops whose argument at this position is integer indices into another input (rows 0 and 1 exist in
 # every candidate shape with a leading dimension of 2 or more; repeats are where gradients must sum).
 _INDEX_AT = {"gather": 1, "embedding_lookup": 1, "one_hot": 0, "unsorted_segment_sum": 1,
@@ -407,8 +433,9 @@ _INDEX_AT = {"gather": 1, "embedding_lookup": 1, "one_hot": 0, "unsorted_segment
 def roles(source: str, qualname: str) -> dict[str, object]:
     """How the forward uses its parameters, where that fixes what an input must be: "bool" for
     a condition or mask (`tf.where(mask, ...)`, `~mask`), "index" for ids into another input
-    (`tf.gather(table, ids)`), a tuple of keys for a dict indexed by
-    string keys (`features["a"]`)."""
+    (`tf.gather(table, ids)`), "positive" or "unit" for the domain of the op it is passed to
+    as it is (`tf.math.log(x)`, `tf.acos(x)`), a `{"axis", "size"}` for one unpacked along an
+    axis, a tuple of keys for a dict indexed by string keys (`features["a"]`)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -424,6 +451,12 @@ def roles(source: str, qualname: str) -> dict[str, object]:
             a = n.args[_INDEX_AT[_call_name(n)]]
             if isinstance(a, ast.Name) and a.id in names:
                 out[a.id] = "index"
+        if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id in names \
+                and n.args[0].id not in out:
+            if _call_name(n) in _POSITIVE_FIRST:
+                out[n.args[0].id] = "positive"
+            elif _call_name(n) in _UNIT_FIRST:
+                out[n.args[0].id] = "unit"
         if isinstance(n, ast.Call) and _call_name(n) in _BOOL_FIRST and n.args:
             for a in (n.args[:2] if _call_name(n).startswith("logical_") else n.args[:1]):
                 if isinstance(a, ast.Name) and a.id in names:
@@ -431,6 +464,18 @@ def roles(source: str, qualname: str) -> dict[str, object]:
         elif isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert) and isinstance(n.operand, ast.Name) \
                 and n.operand.id in names:
             out[n.operand.id] = "bool"
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], (ast.Tuple, ast.List)) \
+                and isinstance(n.value, ast.Call) and _call_name(n.value) in ("unstack", "split", "unbind") \
+                and n.value.args and isinstance(n.value.args[0], ast.Name) and n.value.args[0].id in names \
+                and not any(isinstance(t, ast.Starred) for t in n.targets[0].elts):
+            # `a, b = tf.unstack(raw, axis=-1)`: that axis has as many entries as the targets.
+            axis = next((kw.value for kw in n.value.keywords if kw.arg == "axis"),
+                        n.value.args[2] if _call_name(n.value) == "split" and len(n.value.args) > 2 else None)
+            try:
+                axis = 0 if axis is None else int(_number(axis))
+            except SpecError:
+                continue
+            out[n.value.args[0].id] = {"axis": axis, "size": len(n.targets[0].elts)}
         elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in names \
                 and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str):
             keys.setdefault(n.value.id, [])
@@ -441,15 +486,63 @@ def roles(source: str, qualname: str) -> dict[str, object]:
     return out
 
 
+_MATMUL = {"matmul", "mm"}
+
+
+def matmul_shapes(source: str, qualname: str, k: int = 3, m: int = 4) -> dict[str, tuple] | None:
+    """Shapes that fit the forward's matrix products of its own parameters (`tf.matmul(x, kernel)`,
+    `x @ w`, `transpose_a/b=`): the left operand (2, k), the right (k, m), and every other
+    parameter (m,), as a bias or per-unit parameter added to the product is. None without one."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    node = _find_def(tree, qualname)
+    if node is None:
+        return None
+    names = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+    out: dict[str, tuple] = {}
+    for n in ast.walk(node):
+        pair, flags = None, {}
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+            pair = (n.left, n.right)
+        elif isinstance(n, ast.Call) and _call_name(n) in _MATMUL and len(n.args) >= 2:
+            pair = (n.args[0], n.args[1])
+            flags = {kw.arg: isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in n.keywords}
+        if pair is None:
+            continue
+        left, right = ((2, k), (k, m))
+        if flags.get("transpose_a"):
+            left = left[::-1]
+        if flags.get("transpose_b"):
+            right = right[::-1]
+        for operand, shape in zip(pair, (left, right)):
+            if isinstance(operand, ast.Name) and operand.id in names and operand.id not in out:
+                out[operand.id] = shape
+        if out:
+            break  # the first product fixes k and m; later ones use what it made
+    if not out:
+        return None
+    return {name: out.get(name, (m,)) for name in names}
+
+
 def _one(name: str, shape: tuple, hint: str | None, role: object = None) -> str:
     if hint is not None:
         return hint
     if role == "bool":
         return f"normal({', '.join(str(d) for d in shape)}{', ' if shape else ''}dtype=bool)"
+    if role in ("positive", "unit"):  # the domain of the op it is passed to
+        low, high = (POSITIVE_LOW, POSITIVE_HIGH) if role == "positive" else (-0.9, 0.9)
+        return f"uniform({', '.join(str(d) for d in shape)}{', ' if shape else ''}low={low}, high={high})"
     if role == "index":
         return f"uniform({', '.join(str(d) for d in shape)}{', ' if shape else ''}low=0, high=2, dtype=int32)"
     if isinstance(role, tuple):
         return "{" + ", ".join(f"{k!r}: {_one(k, shape, None)}" for k in role) + "}"
+    if isinstance(role, dict):  # one axis's size is fixed (unpacked along it)
+        dims = list(shape) or [2]
+        axis = role["axis"] if -len(dims) <= role["axis"] < len(dims) else -1
+        dims[axis] = role["size"]
+        shape = tuple(dims)
     dims = ", ".join(str(d) for d in shape)
     if positive_domain(name):
         dims = "" if scalar_name(name) else dims
@@ -458,7 +551,7 @@ def _one(name: str, shape: tuple, hint: str | None, role: object = None) -> str:
 
 
 def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
-                    hints: dict | None = None) -> list[str]:
+                    hints: dict | None = None, ranks: dict | None = None) -> list[str]:
     """Candidate input specs for `qualname`, most plausible first: shapes that fit a matrix
     product with the module's weights (`x @ W` needs x of shape (batch, W.shape[0])), a batch
     against per-feature parameters (`(n, k)` with `(k,)`, where a collapsed or over-reduced
@@ -471,7 +564,16 @@ def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
     names = parameters(source, qualname)
     names = ["x"] if names is None else names
     hints = {int(k): v for k, v in (hints or {}).items()}
+    ranks = {int(k): int(v) for k, v in (ranks or {}).items()}
     nparams = len(names)
+
+    def ranked(i: int, shape: tuple) -> tuple:
+        # A call site's rank for this input: the candidate's trailing dimensions (a per-feature
+        # weight beside a batch), or leading 2s where the candidate has fewer.
+        if i not in ranks:
+            return shape
+        r = ranks[i]
+        return tuple(shape[len(shape) - r:]) if r <= len(shape) else (2,) * (r - len(shape)) + tuple(shape)
     if nparams == 0:
         return [""]
     one: list[tuple] = []
@@ -497,7 +599,7 @@ def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
     used = roles(source, qualname)
 
     def spec(per_param):
-        return ", ".join(_one(n, sh, hints.get(i), used.get(n)) for i, (n, sh) in enumerate(zip(names, per_param)))
+        return ", ".join(_one(n, ranked(i, sh), hints.get(i), used.get(n)) for i, (n, sh) in enumerate(zip(names, per_param)))
 
     specs = [spec([s] * nparams) for s in one]
     free = [i for i in range(nparams) if i not in hints]
@@ -506,6 +608,9 @@ def candidate_specs(source: str, qualname: str, shapes=None, limit: int = 8,
         ks = list(dict.fromkeys([s[-1] for s in shapes if len(s) == 1] + [3]))
         mixed = [spec([(4, k) if i == free[0] else (k,) for i in range(nparams)]) for k in ks]
         specs = [specs[0]] + mixed[:2] + specs[1:] if shapes else mixed[:2] + specs
+    if nparams > 1 and (product := matmul_shapes(source, qualname)) is not None \
+            and len(product) == nparams and len(set(product.values())) > 1:
+        specs.insert(1, ", ".join(_one(n, product[n], hints.get(i), used.get(n)) for i, n in enumerate(names)))
     if nparams > 1 and len(shapes) >= nparams:
         specs.insert(0, ", ".join(_one(n, shapes[i], hints.get(i), used.get(n)) for i, n in enumerate(names)))
     return list(dict.fromkeys(specs))[:limit]

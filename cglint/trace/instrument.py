@@ -341,8 +341,10 @@ class Tracer:
     def __init__(self, calls: int = 1, tolerances: dict | None = None):
         self.calls = max(1, int(calls))
         self.max_elements = int((tolerances or {}).get("max_elements") or MAX_ELEMENTS)
+        # bytes a check may add; None: EXTRA_MEMORY plus half the program's peak at the check
+        self.memory_budget = (tolerances or {}).get("memory_budget")
         self.tolerances = {k: v for k, v in (tolerances or {}).items()
-                           if v is not None and k != "max_elements"}  # rtol, atol, probes
+                           if v is not None and k not in ("max_elements", "memory_budget")}  # rtol, atol, probes
         self.sinks: list[Callable[[dict], None]] = []
         self.records: dict[Any, _Record | None] = {}
         self.local = threading.local()
@@ -445,6 +447,29 @@ class Tracer:
 
         return backward_noting
 
+    def override_ignored(self, op_type_map: dict, at: str | None) -> None:
+        from tensorflow.python.framework import ops
+
+        for op_type, name in op_type_map.items():
+            try:
+                fn = ops.gradient_registry.lookup(name)
+            except LookupError:
+                continue
+            code = getattr(fn, "__code__", None)
+            if code is None:
+                continue
+            path, line, qualname = _source_of(code)
+            msg = (f"gradient_override_map({{{op_type!r}: {name!r}}}) was entered while TensorFlow executes eagerly, "
+                   f"where it has no effect: the ops made under it keep {op_type}'s own gradient and this "
+                   "registered gradient never runs (tf.custom_gradient does what it meant)")
+            key = ("override", path, line, op_type)  # once, however many names a loop registers
+            with self.lock:
+                if key in self.records:
+                    continue
+                self.records[key] = None
+            self.emit({"event": "raised", "function": {"path": path, "firstlineno": line, "qualname": qualname},
+                       "where": "override", "message": msg, "at": at})
+
     def raised(self, rec: _Record, exc: BaseException, where: str) -> None:
         try:
             msg = message_of(exc)
@@ -543,6 +568,7 @@ class Tracer:
         args, sliced = _within_budget(args, self.max_elements)
 
         def work():
+            nonlocal args, sliced
             self.local.busy = True
             try:
                 # (eager mode is per thread, and a new one starts in the program's default mode)
@@ -554,7 +580,18 @@ class Tracer:
                         fn = functools.partial(f, **kwargs)
                         fn.__name__ = getattr(f, "__name__", "forward")
                         fn.__qualname__ = getattr(f, "__qualname__", fn.__name__)
-                    box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional,
+                    over = _over_memory_budget(fn, args, self.memory_budget)
+                    if over is not None:
+                        fraction, measure = over
+                        smaller, how = _within_budget(args, int(_elements(args) * fraction))
+                        if how is None:
+                            box["report"] = {"verdict": "skipped", "reference": None, "max_rel_error": None,
+                                             "detail": f"over the memory budget: {measure}, and its inputs have "
+                                                       "no batch to check a slice of"}
+                            return
+                        args, sliced = smaller, f"{how} ({measure})"
+                    # replay_draws=False: seeding TensorFlow resets its random kernels, the program's too
+                    box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional, replay_draws=False,
                                                    **self.tolerances).to_dict()
             except BaseException as e:  # the check must never reach the user's program
                 box["report"] = {"verdict": "skipped", "reference": None, "max_rel_error": None,
@@ -577,6 +614,48 @@ class Tracer:
 
 
 MAX_ELEMENTS = 1 << 20  # inputs larger than this (in all) are checked on a slice of their batch
+# What a check may add to the program's peak memory: half of it plus this (issue: the reference
+# check costs at most 1.5x the program's peak + 300 MB). A check keeps its forward's tensors on
+# a tape, and may run a second check (float64: twice the bytes; wide inputs) before the first is
+# freed; with cglint's own share of the process, a fifth of the allowance goes to one forward's
+# tensors (bench/trace_memory.py measures it).
+EXTRA_MEMORY = 300 << 20
+_CHECK_COPIES = 5
+
+
+def _peak_rss() -> int:
+    try:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10  # KiB on Linux
+    except Exception:
+        return 0
+
+
+def _elements(args) -> int:
+    from tensorflow.python.util import nest
+
+    return sum(int(x.shape.num_elements() or 0) for x in nest.flatten(list(args)) if _is_tensor(x) and x.shape.rank)
+
+
+def _over_memory_budget(fn, args, budget: int | None):
+    """(fraction of the batch to check, what was measured) when one run of the forward makes
+    more tensors than the check's share of the memory budget (`EXTRA_MEMORY` plus half the
+    program's peak so far, or `budget`), else None. A 3,000-step `while_loop` of 200,000
+    elements keeps ~10 GB on the check's tape, where the program, whose custom gradient exists so
+    that autodiff never records the loop, keeps one step's worth."""
+    from cglint.gradcheck.check import forward_footprint
+
+    try:
+        made, ops = forward_footprint(fn, *args)
+    except Exception:
+        return None  # the check itself says why the forward does not run
+    allowed = budget if budget is not None else EXTRA_MEMORY + _peak_rss() // 2
+    share = allowed // _CHECK_COPIES
+    if made <= share:
+        return None
+    return share / made, (f"one run of the forward makes {made / 2**20:,.0f} MiB of tensors in {ops:,} ops, which "
+                          f"the check's tape would keep; the check's memory budget is {allowed / 2**20:,.0f} MiB")
 
 
 def _within_budget(args, budget: int):
@@ -797,6 +876,42 @@ def patch(module, tracer: Tracer) -> None:
 
     module.record = _RecordProxy(module.record, tracer)
     module._cglint_tracer = tracer
+    _patch_override_map(tracer)
+
+
+def _patch_override_map(tracer: Tracer) -> None:
+    """`Graph.gradient_override_map` entered while TensorFlow executes eagerly (TF2 code) has no
+    effect: the ops made under it keep their own gradients and the registered ones never run,
+    silently. Each registered function it names gets that as its `error`, at its def."""
+    from tensorflow.python.eager import context
+    from tensorflow.python.framework import ops
+
+    original = ops.Graph.gradient_override_map
+    if getattr(original, "_cglint", False):
+        return
+
+    def gradient_override_map(self, op_type_map):
+        try:
+            if context.executing_eagerly() and isinstance(op_type_map, dict):
+                tracer.override_ignored(op_type_map, _caller_line())
+        except Exception:
+            pass
+        return original(self, op_type_map)
+
+    functools.update_wrapper(gradient_override_map, original)
+    gradient_override_map._cglint, gradient_override_map._cglint_original = True, original
+    ops.Graph.gradient_override_map = gradient_override_map
+
+
+def _caller_line() -> str | None:
+    """`path:line` of the first frame outside TensorFlow and cglint (the user's `with`)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if os.sep + "tensorflow" + os.sep not in name and os.sep + "cglint" + os.sep not in name:
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
 
 
 class _Finder:

@@ -134,7 +134,9 @@ def how_checked(check: dict, others: list[dict] = ()) -> str:
     with other settings), the values that set this one apart."""
     text = _how_checked(check)
     if check["report"].get("sliced"):
-        text += f", {check['report']['sliced']} (the inputs exceed the check's budget)"
+        sliced = check["report"]["sliced"]
+        # A slice for memory carries its own measure; one for the inputs' size says so here.
+        text += f", {sliced}" if sliced.endswith(")") else f", {sliced} (the inputs exceed the check's budget)"
     variants = {tuple(c.get("variant") or ()) for c in others}
     if len(variants) > 1:
         common = set.intersection(*map(set, variants))
@@ -168,8 +170,9 @@ def verdict_of(fn: Function) -> dict:
         at = r.get("at")
         where = f" at {_display_path(at, Path.cwd())}" if at else ""
         detail = r["message"] if contract else f"the forward raised at every call the command made: {r['message']}"
+        seen = "seen" if r.get("where") == "override" else "raised"  # an override map TensorFlow ignored
         return {"verdict": "error", "reference": None, "max_rel_error": None,
-                "detail": detail, "checked": f"raised while the command ran{where}"}
+                "detail": detail, "checked": f"{seen} while the command ran{where}"}
     if fn.checks:
         worst = max(fn.checks, key=lambda c: _RANK.get(c["report"].get("verdict"), 0))
         summary = {k: worst["report"].get(k) for k in _SUMMARY_KEYS}

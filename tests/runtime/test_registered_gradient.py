@@ -137,3 +137,28 @@ def test_a_defun_gradient_function_is_checked_against_autodiff_of_its_python_fun
     assert "the grad fn returns the upstream unchanged" in wrong["detail"]
     assert "(gradient function of the Defun softplus, run by tf.gradients in a graph)" in wrong["detail"]
     assert (got["softplus_fixed"]["verdict"], got["softplus_fixed"]["reference"]) == ("match", "autodiff")
+
+
+def test_an_override_key_that_is_no_op_type_is_the_bug_with_the_closest_op_named(tmp_path):
+    """`{"Matmul": ...}`: gradient_override_map matches op types exactly, so the registered
+    gradient never runs. That is the finding, not a reason to skip the function."""
+    path = tmp_path / f"misspelt_{uuid.uuid4().hex[:8]}.py"
+    path.write_text(textwrap.dedent(f'''
+        import tensorflow as tf
+
+
+        @tf.RegisterGradient("ScaledMatMul_{path.stem}")
+        def scaled(op, grad):
+            return grad * 0.5, grad
+
+
+        def build(a, b):
+            with tf.compat.v1.get_default_graph().gradient_override_map({{"Matmul": "ScaledMatMul_{path.stem}"}}):
+                return tf.matmul(a, b)
+        '''))
+    result = lint_file(str(path))
+    (planned,) = [p for p in plan_file(result, everything=True) if p.request.get("registered")]
+    got = check_one(import_by_path(str(path)), result.source, planned.request, seed=0)
+    assert (got["verdict"], got["detail"]) == ("error", (
+        f"gradient_override_map sends 'Matmul' to 'ScaledMatMul_{path.stem}', but 'Matmul' is not an op type "
+        "TensorFlow knows (did you mean 'MatMul'?): the map ignores it, and the registered gradient never runs"))

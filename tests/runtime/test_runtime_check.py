@@ -1,6 +1,7 @@
 """check_gradient against real TensorFlow: correct ops, real bugs, intentional estimators,
 structural errors. Every case here was a distinct failure mode in TensorFlow 2.21."""
 
+import os
 import json
 
 import pytest
@@ -314,6 +315,11 @@ def test_a_gradient_not_finite_at_large_inputs_where_the_forward_is_is_a_mismatc
     for f in (softplus_stable_grad, sigmoid):
         r = check_gradient(f, x)
         assert (r.verdict, r.modes["wide"]) == ("match", "match"), r.detail
+    # At the values the user's own code passes (a call site's module data) it matches: what the
+    # rescaled sample shows is a note, not the verdict.
+    r = check_gradient(softplus_naive_grad, x, own_inputs=True)
+    assert (r.verdict, r.modes["wide"]) == ("match", "mismatch"), r.detail
+    assert "; note: at inputs of large magnitude (|x| up to 100)" in r.detail and "not finite" in r.detail
 
 
 def test_half_probe_finds_a_gradient_fixed_to_float32_under_mixed_precision():
@@ -715,3 +721,96 @@ def test_a_forward_that_draws_random_numbers_is_not_judged_by_finite_differences
     assert report.detail == ("inconclusive for c: the forward draws random numbers (StatelessRandomGetKeyCounter, "
                              "StatelessRandomUniformV2), so finite differences measure the jumps of its samples, "
                              "not a derivative, and autodiff is not finite here")
+
+
+@tf.custom_gradient
+def _int8_matmul(x, kernel):
+    """The forward rounds its input at an abs-max scale (as Keras's int8 layers do); the grad fn
+    is the float product's gradient: a straight-through estimator."""
+    scale = 127.0 / (tf.reduce_max(tf.abs(x), axis=-1, keepdims=True) + 1e-7)
+    q = tf.clip_by_value(tf.round(x * scale), -127.0, 127.0)
+    y = tf.matmul(q, kernel) / scale
+
+    def grad(dy):
+        return tf.matmul(dy, kernel, transpose_b=True), tf.matmul(x, dy, transpose_a=True)
+
+    return y, grad
+
+
+@tf.custom_gradient
+def _int8_matmul_untransposed(x, kernel):
+    scale = 127.0 / (tf.reduce_max(tf.abs(x), axis=-1, keepdims=True) + 1e-7)
+    y = tf.matmul(tf.clip_by_value(tf.round(x * scale), -127.0, 127.0), kernel) / scale
+    return y, lambda dy: (tf.matmul(dy, kernel), tf.matmul(x, dy, transpose_a=True))
+
+
+@tf.custom_gradient
+def _relu6_no_mask(x):
+    return tf.clip_by_value(x, 0.0, 6.0), lambda dy: dy
+
+
+def test_a_straight_through_estimator_is_recognised_by_relaxing_the_quantiser():
+    """Autodiff of the quantised forward differs (round has no gradient; the scale's does), so it
+    was a false `mismatch`; autodiff of the forward with round and clip relaxed to the identity is
+    the grad fn's. A wrong grad fn around the same quantiser is still a mismatch, and a clip alone
+    is not relaxed (a pass-through gradient for relu6 forgets its mask)."""
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6], [0.2, 0.9, -2.0], [-0.4, 0.5, 1.1]])
+    k = tf.constant([[0.5, -0.3, 0.8], [0.1, 0.7, -0.2], [-0.6, 0.4, 0.9]])
+    r = check_gradient(_int8_matmul, x, k)
+    assert (r.verdict, r.detail) == ("intentional", "straight-through estimator: matches autodiff of the forward "
+                                     "with `round`, `clip_by_value` relaxed to the identity"), r.detail
+    assert r.modes["tf.function"] == "intentional"
+    assert check_gradient(_int8_matmul_untransposed, x, k).verdict == "mismatch"
+    r = check_gradient(_relu6_no_mask, tf.constant([[-1.0, 2.0, 7.0], [3.0, 8.0, -0.5]]))
+    assert r.verdict == "mismatch", r.detail
+
+
+def test_keras_int8_layer_pattern_is_a_straight_through_estimator():
+    """Keras 3's int8 Dense, as user code writes it with `keras.ops`: the input quantised by
+    `abs_max_quantize` (round, clip, cast to int8), an int8 product, and a grad fn that is the
+    float kernel's product. Relaxing the quantiser's ops gives the grad fn exactly."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+    from keras import ops
+
+    q_kernel, k_scale = keras.quantizers.abs_max_quantize(tf.constant([[0.5, -0.3], [0.1, 0.7], [-0.6, 0.4]]),
+                                                          axis=0, to_numpy=False)
+    q_kernel = tf.convert_to_tensor(q_kernel)
+
+    @ops.custom_gradient
+    def int8_dense(inputs):
+        def grad_fn(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            return ops.matmul(upstream, ops.transpose(ops.divide(ops.cast(q_kernel, "float32"), k_scale)))
+
+        q_in, in_scale = keras.quantizers.abs_max_quantize(inputs, axis=-1)
+        x = ops.cast(ops.matmul(q_in, q_kernel), "float32")
+        return ops.divide(x, ops.multiply(in_scale, k_scale)), grad_fn
+
+    r = check_gradient(int8_dense, tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]]))
+    assert r.verdict == "intentional" and r.detail.startswith(
+        "straight-through estimator: matches autodiff of the forward with `round`"), r.detail
+    assert "`cast`" in r.detail
+
+
+def test_a_first_order_custom_gradient_that_drops_the_second_derivative_is_said_by_default():
+    """An elementwise forward costs two more passes to differentiate twice: by default the second
+    derivative is compared too, and one the grad fn drops (a stop_gradient around sigmoid) is a
+    note on the `match`, which the first derivative is."""
+
+    @tf.custom_gradient
+    def softplus_stopped(x):
+        return tf.nn.softplus(x), lambda dy: dy * tf.stop_gradient(tf.sigmoid(x))
+
+    @tf.custom_gradient
+    def softplus(x):
+        return tf.nn.softplus(x), lambda dy: dy * tf.sigmoid(x)
+
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]])
+    r = check_gradient(softplus_stopped, x)
+    assert (r.verdict, r.modes["second-order"]) == ("match", "mismatch"), r.detail
+    assert r.detail.endswith("; note: second derivative: no second derivative for x (None) where autodiff's is "
+                             "nonzero (the first derivative is right; what differentiates twice, a gradient penalty, "
+                             "gets the wrong one)"), r.detail
+    r = check_gradient(softplus, x)
+    assert (r.verdict, r.modes["second-order"], r.detail) == ("match", "match", "matches autodiff to 0")

@@ -53,7 +53,32 @@ EXPECTED = {
                             "normal(2, 3)",
                             {"eager": "mismatch", "tf.function": "mismatch"}),
     # Made by a decorator factory: reached through the module's own application of it.
-    "decorator_factory.py": ("op", "mismatch", "d/x off by", "normal(2, 3)", {"eager": "mismatch"}),
+    # Named as the user calls it: the application, not the factory's inner `op`.
+    "decorator_factory.py": ("softsign", "mismatch", "d/x off by", "normal(2, 3)", {"eager": "mismatch"}),
+    "wraps_factory_pair.py": ("soft_gate", "mismatch", "d/x off by 12% vs autodiff", "normal(2, 3)",
+                              {"eager": "mismatch"}),
+    # Inputs from what the forward does with them: unpacked along an axis, complex beside real,
+    # operands of a matrix product, a module weight initialised as `stateless_normal(...) * 0.3`.
+    "dict_output_heads.py": ("negbin_head", "mismatch", "d/raw off by 250% vs autodiff", "normal(2, 2)",
+                             {"eager": "mismatch"}),
+    "complex_modulator.py": ("phase_shift", "mismatch", "d/signal off by 144% vs autodiff: the complex conjugate",
+                             "normal(2, 3, mean=0.0, stddev=1.0, dtype=complex64), normal(2, 3, mean=0.0, stddev=1.0)",
+                             {"eager": "mismatch"}),
+    "explicit_weights.py": ("affine_tanh", "match", "matches autodiff to", "normal(2, 3), normal(3, 4), normal(4)",
+                            {"tf.function": "match"}),
+    "scaled_module_weight.py": ("projected_softsign", "match", "matches autodiff to", "normal(2, 5)",
+                                {"tf.function": "match"}),
+    # The call site passes a layer's (features,) weight: checked at that rank, not as a batch
+    # (where summing over the batch would read as a collapsed gradient).
+    "per_feature_weight.py": ("gated_tanh", "match", "matches autodiff to", "normal(2, 3), normal(3)",
+                              {"tf.function": "match"}),
+    "zero_grad_stop.py": ("frozen_targets", "intentional",
+                          "gradient stopped: the grad fn returns zeros for every input (scores, tau)",
+                          "normal(2, 3), uniform(low=0.5, high=1.5)", {"tf.function": "intentional"}),
+    # Replayed draws: finite differences see the samples the tape recorded.
+    "stochastic_rounding.py": ("dither_round", "intentional",
+                               "straight-through estimator: autodiff and finite differences give zero for x",
+                               "normal(2, 3)", {"eager": "intentional"}),
     # A method that is itself the custom gradient: the child builds the layer and calls it.
     "method_custom_gradient.py": ("PerChannelScale._scale", "mismatch", "d/x off by", "normal(2, 3)",
                                   {"eager": "mismatch"}),
@@ -222,7 +247,8 @@ def test_cli_runtime_all_checks_custom_gradients_made_in_call_and_dunder_call():
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
     by_function = {r["function"]: r["verdict"] for r in json.loads(run.stdout)["runtime"]}
-    assert by_function == {"dense_softsign": "mismatch", "scale": "match"}
+    # Named as the user calls them: the layer's method, then the op it makes (as trace names it).
+    assert by_function == {"Softsign.call.<locals>.dense_softsign": "mismatch", "Scale.__call__.<locals>.scale": "match"}
 
 
 def test_a_class_that_needs_constructor_arguments_says_what_would_check_it(tmp_path):
@@ -408,3 +434,31 @@ def test_inputs_are_what_callers_pass_and_constructors_get_sizes(tmp_path):
     assert got["fused_sum"]["verdict"] == "error" and "expected to return 2 gradients" in got["fused_sum"]["detail"]
     assert got["low_rank"]["verdict"] == "mismatch", got["low_rank"]
     assert "off by 100% vs autodiff" in got["low_rank"]["detail"]
+
+
+def test_lambda_custom_gradients_made_in_functions_and_methods_are_reached(tmp_path):
+    """`tf.custom_gradient(lambda ...)` inside a function or a layer's method: Python names every
+    lambda `<lambda>`, so the child tells the custom-gradient one apart by its line, and the
+    verdict is named as the user calls it."""
+    path = tmp_path / "lambdas.py"
+    path.write_text('''import tensorflow as tf
+
+
+def doubled(x):
+    op = tf.custom_gradient(lambda t: (t * 2.0, lambda dy: dy * 3.0))
+    return op(x)
+
+
+class Halve(tf.Module):
+    def __call__(self, x):
+        f = tf.custom_gradient(lambda t: (t * 0.5, lambda dy: dy * 0.5))
+        return f(x)
+''')
+    result = lint_file(str(path))
+    planned = plan_file(result, everything=True)
+    assert [(p.request.get("called_as"), p.skip) for p in planned] == [
+        ("doubled.<locals>.<lambda>", None), ("Halve.__call__.<locals>.<lambda>", None)]
+    module = import_by_path(str(path))
+    got = [check_one(module, result.source, p.request, seed=0) for p in planned]
+    assert [g["verdict"] for g in got] == ["mismatch", "match"], got
+    assert got[0]["detail"].startswith("d/t off by 50% vs autodiff: custom = 1.5 x autodiff")

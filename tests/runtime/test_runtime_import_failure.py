@@ -112,3 +112,23 @@ def test_no_progress_when_stderr_is_not_a_terminal(pipe_run):
     assert "demo.py:4: mul: error: ValueError: custom_gradient function expected to return 2 gradients" in \
         pipe_run.stdout
     assert "= runtime: confirmed: ValueError: custom_gradient function expected" in pipe_run.stdout  # CG007
+
+
+def test_an_import_time_demo_failing_outside_the_custom_gradients_leaves_them_checkable(tmp_path):
+    """The demo feeds a float16 tensor and a float32 one to a multiply; the failure passes through
+    no custom gradient: the module's statements run one by one, the one that raises passed over,
+    and its functions are checked (this one's gradient is right)."""
+    from cglint.runtime import child
+
+    path = tmp_path / "demo16.py"
+    path.write_text(FINE + "\nprint(triple(tf.constant(1.0, tf.float16)) * tf.constant(2.0))\nLATER = 1\n")
+    request, results = tmp_path / "request.json", tmp_path / "results.jsonl"
+    request.write_text(json.dumps({"module_path": str(path), "functions": [{"function": "triple"}]}))
+    child.main([str(request), str(results)])  # the child's own entry, in this process
+    events = [json.loads(line) for line in results.read_text().splitlines()]
+    assert events[0]["imported"] is True and events[0]["partial"].startswith("the module's import raised")
+    r = events[1]["result"]
+    assert r["verdict"] == "match", r
+    assert r["detail"].endswith("(the module's import raised InvalidArgumentError: cannot compute Mul as input "
+                                "#1(zero-based) was expected to be a half tensor but is a float tensor [Op:Mul] name:; "
+                                "checked with its other statements run)"), r["detail"]

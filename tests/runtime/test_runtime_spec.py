@@ -47,7 +47,7 @@ def test_constants_literals_module_refs_and_names():
 
 @pytest.mark.parametrize("bad", ["normal(2", "eval('1')", "__import__('os')", "normal(2.5)",
                                  "normal(x=1)", "module:os;x", "constant(1, 2)",
-                                 "normal(2, dtype=complex64)", "float32, float64"])
+                                 "normal(2, dtype=complex32)", "float32, float64"])
 def test_rejects_anything_outside_the_language(bad):
     with pytest.raises(SpecError):
         parse_spec(bad)
@@ -126,3 +126,56 @@ def test_ids_into_another_input_are_integer_rows_with_repeats(tmp_path, how, ver
     path.write_text(source)
     got = check_one(import_by_path(str(path)), source, {"function": "lookup"}, seed=0)
     assert got["verdict"] == verdict, got
+
+
+def test_inputs_follow_what_the_forward_does_with_its_parameters():
+    src = '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def head(raw):
+    loc, scale = tf.unstack(raw, axis=-1)
+    ...
+
+@tf.custom_gradient
+def dense(x, kernel, bias):
+    return tf.matmul(x, kernel) + bias, None
+'''
+    # Unpacked into two names along the last axis: that axis has two entries.
+    assert candidate_specs(src, "head")[0] == "normal(2, 2)"
+    # Operands of a product fit it, and the parameter added to it is per unit.
+    assert "normal(2, 3), normal(3, 4), normal(4)" in candidate_specs(src, "dense")[:2]
+
+
+def test_complex_candidates_make_one_input_complex_at_a_time_then_all():
+    from cglint.runtime.spec import complex_variants
+
+    assert complex_variants("normal(2, 3), uniform(3, low=0.5, high=1.5)") == [
+        "normal(2, 3, mean=0.0, stddev=1.0, dtype=complex64), uniform(3, low=0.5, high=1.5)",
+        "normal(2, 3, mean=0.0, stddev=1.0), uniform(3, low=0.5, high=1.5, dtype=complex64)",
+        "normal(2, 3, mean=0.0, stddev=1.0, dtype=complex64), uniform(3, low=0.5, high=1.5, dtype=complex64)"]
+    z, = build_inputs(parse_spec("normal(4, dtype=complex64)"))
+    assert z.dtype == tf.complex64 and np.all(np.imag(z.numpy()) != 0)  # both parts drawn
+
+
+def test_a_contract_error_on_any_candidate_is_the_forwards_error():
+    """`@custom_gradient` over `@tf.function`: every input the forward runs on breaks the
+    tf.function contract; a scalar candidate fails earlier, on its shape. Still the forward's
+    error, not "no inputs could be built"."""
+    from cglint.gradcheck.check import no_inputs_report
+
+    r = no_inputs_report(["TypeError: To be compatible with tf.function, Python functions must return zero or "
+                          "more Tensors", "ValueError: Argument `axis` = -1 not in range [0, 0)"])
+    assert (r.verdict, r.detail) == ("error", "the forward fails on every input it runs on: TypeError: To be "
+                                     "compatible with tf.function, Python functions must return zero or more Tensors")
+
+
+def test_inputs_are_sampled_in_the_domain_of_the_op_they_are_passed_to():
+    src = '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def log_ratio(p, c):
+    return tf.math.log(p) - tf.acos(c), None
+'''
+    assert candidate_specs(src, "log_ratio")[0] == "uniform(2, 3, low=0.5, high=1.5), uniform(2, 3, low=-0.9, high=0.9)"
