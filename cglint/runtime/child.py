@@ -122,9 +122,8 @@ def _message(exc: BaseException) -> str:
     return first_line(exc, limit=300)
 
 
-def import_by_path(path: str):
-    """Imports a module from its file path. Inside a package (directories with __init__.py)
-    it is imported under its dotted name so relative imports work."""
+def _dotted(path: str) -> tuple[Path, Path, list[str]]:
+    """The file, the directory above its packages, and its dotted name's parts."""
     file = Path(path).resolve()
     root, parts = file.parent, [file.stem]
     while (root / "__init__.py").exists():
@@ -132,6 +131,13 @@ def import_by_path(path: str):
         root = root.parent
     if file.stem == "__init__":
         parts.pop()
+    return file, root, parts
+
+
+def import_by_path(path: str):
+    """Imports a module from its file path. Inside a package (directories with __init__.py)
+    it is imported under its dotted name so relative imports work."""
+    file, root, parts = _dotted(path)
     _load_shadowed_stdlib(root)
     sys.path.insert(0, str(root))
     if len(parts) > 1 or parts[0] != file.stem:
@@ -155,13 +161,7 @@ def import_statement_by_statement(path: str):
     float16 input) still defines its functions, and those can be checked."""
     import ast
 
-    file = Path(path).resolve()
-    root, parts = file.parent, [file.stem]
-    while (root / "__init__.py").exists():
-        parts.insert(0, root.name)
-        root = root.parent
-    if file.stem == "__init__":
-        parts.pop()
+    file, root, parts = _dotted(path)
     name = ".".join(parts) if len(parts) > 1 else f"_cglint_user_{file.stem}"
     spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=None)
     module = importlib.util.module_from_spec(spec)

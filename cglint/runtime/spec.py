@@ -347,6 +347,16 @@ def module_shapes(source: str) -> list[tuple]:
     return shapes
 
 
+def _parsed_def(source: str, qualname: str):
+    """(the module's tree, the def of `qualname`), or None when either is missing."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    node = _find_def(tree, qualname)
+    return None if node is None else (tree, node)
+
+
 def _find_def(tree, qualname: str):
     """The def of `qualname`, or the lambda a module-level name is bound to through the call
     form (`pair = tf.custom_gradient(lambda a, b: ...)`, wrappers around it included)."""
@@ -394,13 +404,10 @@ def _call_arity(tree, name: str) -> int | None:
 def parameters(source: str, qualname: str) -> list[str] | None:
     """Display names of the positional inputs of `qualname` (`self`/`cls` excluded); a `*args`
     forward gets `args[0]`, `args[1]`... for as many as its call sites pass."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    found = _parsed_def(source, qualname)
+    if found is None:
         return None
-    node = _find_def(tree, qualname)
-    if node is None:
-        return None
+    tree, node = found
     names = [a.arg for a in node.args.posonlyargs + node.args.args]
     if "." in qualname and names and names[0] in ("self", "cls"):
         names = names[1:]
@@ -493,13 +500,10 @@ def matmul_shapes(source: str, qualname: str, k: int = 3, m: int = 4) -> dict[st
     """Shapes that fit the forward's matrix products of its own parameters (`tf.matmul(x, kernel)`,
     `x @ w`, `transpose_a/b=`): the left operand (2, k), the right (k, m), and every other
     parameter (m,), as a bias or per-unit parameter added to the product is. None without one."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    found = _parsed_def(source, qualname)
+    if found is None:
         return None
-    node = _find_def(tree, qualname)
-    if node is None:
-        return None
+    tree, node = found
     names = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
     out: dict[str, tuple] = {}
     for n in ast.walk(node):
