@@ -102,6 +102,9 @@ class GradientReport:
     # Verdict per way of differentiating that was checked: "eager", "tf.function", and when
     # they ran "forward" (JVP) and "second-order". Empty when nothing ran.
     modes: dict = field(default_factory=dict)
+    # For a mismatch: the custom gradient and autodiff along a line through the checked input
+    # (`check.line_sample`), the data of the HTML report's plots. None otherwise.
+    sample: dict | None = None
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -120,6 +123,7 @@ class GradientReport:
             "seed": self.seed,
             "args": [a.to_dict() for a in self.args],
             **({"modes": dict(self.modes)} if self.modes else {}),
+            **({"sample": self.sample} if self.sample else {}),
         }
 
     @classmethod

@@ -128,8 +128,11 @@ def fmt(x: float) -> str:
 
 
 def pct(x: float) -> str:
-    if not np.isfinite(x):
+    """"off by N%": the relative error as reports store it (3 significant digits, as JSON's
+    `max_rel_error`), so every view that prints one number prints the same percentage."""
+    if x is None or not np.isfinite(x):
         return "an unbounded amount"
+    x = float(f"{x:.3g}")
     return f"{100 * x:.0f}%" if x >= 0.1 else f"{100 * x:.2g}%"
 
 

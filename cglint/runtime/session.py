@@ -101,6 +101,8 @@ def run_runtime(
                      "args": verdict.get("args", [])}
             if verdict.get("modes"):  # eager / tf.function / forward / second-order verdicts
                 entry["modes"] = verdict["modes"]
+            if verdict.get("sample"):  # the HTML report's plot data (the JSON format leaves it out)
+                entry["sample"] = verdict["sample"]
             if result.notebook is not None:  # lines of a notebook are lines of a cell
                 cell, entry["line"] = result.notebook.position(planned.line)
                 entry = {"path": entry.pop("path"), "cell": cell, **entry}

@@ -21,6 +21,8 @@ from cglint.gradcheck.symptoms import shows
 
 _RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
 _SUMMARY_KEYS = ("verdict", "reference", "max_rel_error", "detail")
+# Carried from the worst check to the `runtime` entry for the HTML report (seed, modes, plot data).
+_REPORT_EXTRAS = ("seed", "modes", "sample")
 
 
 # The traced command writes the events; a file larger than this is not read (a runaway loop).
@@ -173,7 +175,9 @@ def verdict_of(fn: Function) -> dict:
     if fn.checks:
         worst = max(fn.checks, key=lambda c: _RANK.get(c["report"].get("verdict"), 0))
         summary = {k: worst["report"].get(k) for k in _SUMMARY_KEYS}
-        return {**summary, "checked": how_checked(worst, fn.checks), "args": worst["report"].get("args", [])}
+        extra = {k: worst["report"][k] for k in _REPORT_EXTRAS if worst["report"].get(k) is not None}
+        return {**summary, "checked": how_checked(worst, fn.checks), "args": worst["report"].get("args", []),
+                **extra}
     sig = fn.symbolic[0]["signature"] if fn.symbolic else "?"
     return {"verdict": "skipped", "reference": None, "max_rel_error": None,
             "detail": f"first called under tf.function with {sig}, and the process ended before "
@@ -221,7 +225,8 @@ def build(functions: list[Function], settings=None, cwd: Path | None = None):
                     d.runtime = summary
         runtime.append({"path": display, "function": name, "line": line,
                         **{k: verdict.get(k) for k in _SUMMARY_KEYS}, "checked": verdict["checked"],
-                        "tests": fn.contexts, "args": verdict.get("args", [])})
+                        "tests": fn.contexts, "args": verdict.get("args", []),
+                        **{k: verdict[k] for k in _REPORT_EXTRAS if k in verdict}})
     return list(results.values()), runtime
 
 
