@@ -84,3 +84,25 @@ def op(x):
     rows = re.findall(r'<tr class="finding" data-code="(\w+)" data-verdict="(\w+)">', run.stdout)
     assert rows == [("CG005", "none")]
     assert run.stdout.startswith("<!DOCTYPE html>") and run.stdout.rstrip().endswith("</html>")
+
+
+def test_trace_entries_carry_what_the_report_draws(tmp_path, monkeypatch):
+    """`cglint trace --output-format html`: a traced check's seed, modes and line sample reach the
+    `runtime` entry the report renders (the events are what instrument.py writes)."""
+    from cglint.trace import report as trace_report
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ops.py").write_text("import tensorflow as tf\n\n\n@tf.custom_gradient\ndef op(x):\n"
+                                     "    return x, lambda dy: 2 * dy\n")
+    check = {k: v for k, v in _entry().items() if k not in ("path", "function", "line", "inputs")}
+    event = {"event": "check", "function": {"path": str(tmp_path / "ops.py"), "firstlineno": 4, "qualname": "op"},
+             "how": "eager", "signature": "(float32[3])", "covers": [], "variant": [], "report": check}
+    assert trace_report.valid_event(event)
+    _, runtime = trace_report.build(trace_report.group([event]), cwd=tmp_path)
+    assert [(r["function"], r["seed"], r["modes"], r["sample"]["arg"]) for r in runtime] == [
+        ("op", 0, {"eager": "mismatch"}, "x")]
+    page = render("html", [], Context(runtime=runtime))
+    assert page.count('<img src="data:image/png;base64,') == 2
+    assert "checked at its first eager call with (float32[3])" in page
+    json_page = render("json", [], Context(runtime=runtime))
+    assert '"sample"' not in json_page and '"seed": 0' in json_page  # the plot data is the HTML's alone
