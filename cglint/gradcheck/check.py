@@ -849,15 +849,17 @@ def _sample(checker: "_Checker", report: GradientReport) -> dict | None:
     """`line_sample` for the argument the mismatch is worst in (None if it cannot be taken)."""
     ranked = sorted((a for a in report.args if a.verdict == "mismatch"),
                     key=lambda a: -(a.max_rel_error if a.max_rel_error is not None else float("inf")))
-    if not ranked or not getattr(checker, "argl", None):
+    if not getattr(checker, "argl", None):
         return None
-    try:
-        sample = checker.line_sample(ranked[0].name, ranked[0].kind)
-    except Exception:  # a plot is a bonus: the verdict stands without it
-        return None
-    if sample is not None:
-        sample["seed"], sample["mode"] = checker.seed, "eager"
-    return sample
+    for arg in ranked:  # the worst argument a line can be drawn for (a misshapen gradient has none)
+        try:
+            sample = checker.line_sample(arg.name, arg.kind)
+        except Exception:  # a plot is a bonus: the verdict stands without it
+            continue
+        if sample is not None:
+            sample["seed"], sample["mode"] = checker.seed, "eager"
+            return sample
+    return None
 
 
 def _both_not_finite(report: GradientReport) -> bool:

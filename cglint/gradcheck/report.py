@@ -105,6 +105,9 @@ class GradientReport:
     # For a mismatch: the custom gradient and autodiff along a line through the checked input
     # (`check.line_sample`), the data of the HTML report's plots. None otherwise.
     sample: dict | None = None
+    # A finding's own claim where a problem of the whole function decides `verdict`: "values",
+    # the gradients compared apart from a hard-coded variable order (see `symptoms.for_finding`).
+    claims: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -124,6 +127,8 @@ class GradientReport:
             "args": [a.to_dict() for a in self.args],
             **({"modes": dict(self.modes)} if self.modes else {}),
             **({"sample": self.sample} if self.sample else {}),
+            **({"claims": {k: {**v, "max_rel_error": _finite_or_none(v.get("max_rel_error"))}
+                           for k, v in self.claims.items()}} if self.claims else {}),
         }
 
     @classmethod

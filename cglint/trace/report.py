@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cglint.gradcheck.report import FAILING
-from cglint.gradcheck.symptoms import shows
+from cglint.gradcheck.symptoms import for_finding
 
 _RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
 _SUMMARY_KEYS = ("verdict", "reference", "max_rel_error", "detail")
 # Carried from the worst check to the `runtime` entry for the HTML report (seed, modes, plot data).
-_REPORT_EXTRAS = ("seed", "modes", "sample")
+_REPORT_EXTRAS = ("seed", "modes", "sample", "claims")
 
 
 # The traced command writes the events; a file larger than this is not read (a runaway loop).
@@ -219,10 +219,9 @@ def build(functions: list[Function], settings=None, cwd: Path | None = None):
         site_span = _site_span(result, fn.firstlineno) if result is not None else None
         if site_span is not None:
             start, end, line, wrapper_line = site_span
-            summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
-            for d in result.diagnostics:
-                if (start <= d.line <= end or d.line == wrapper_line) and shows(d.code, verdict):
-                    d.runtime = summary
+            for d in result.diagnostics:  # each finding by its own claim
+                if start <= d.line <= end or d.line == wrapper_line:
+                    d.runtime = for_finding(d.code, verdict) or d.runtime
         runtime.append({"path": display, "function": name, "line": line,
                         **{k: verdict.get(k) for k in _SUMMARY_KEYS}, "checked": verdict["checked"],
                         "tests": fn.contexts, "args": verdict.get("args", []),

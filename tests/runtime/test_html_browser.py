@@ -1,7 +1,8 @@
-"""The HTML report of `cglint --runtime` for a module with two buggy Keras layers, opened in a real
-headless Chromium (Debian's `chromium` and `chromium-driver`, which .ci/run installs) through
-Selenium: both mismatches plotted, each finding with its own verdict, every image decoded by the
-browser, and the line plot showing both curves (the PNG's pixels, read back through a canvas).
+"""The HTML report of `cglint --runtime` for a module with two buggy Keras layers (one with two
+bugs: a derivative at the output and a hard-coded variable order), opened in a real headless
+Chromium (Debian's `chromium` and `chromium-driver`, which .ci/run installs) through Selenium:
+both mismatches plotted, each finding with its own verdict, every image decoded by the browser,
+and the line plot showing both curves (the PNG's pixels, read back through a canvas).
 Skips only where no Chromium and chromedriver can be found."""
 
 from __future__ import annotations
@@ -16,19 +17,35 @@ import pytest
 
 from cglint.report.html import AUTODIFF_COLOUR, CUSTOM_COLOUR
 
-LAYERS = '''"""Two activations with hand-written gradients, each in a Dense-like Keras layer."""
+LAYERS = '''"""Two Keras layers with hand-written gradients."""
 import keras
 import tensorflow as tf
 
 
-@tf.custom_gradient
-def tan_activation(x):
-    y = tf.math.tan(x)
+class TanDense(keras.layers.Layer):
+    """tan(x @ kernel + bias)."""
 
-    def grad(dy):
-        return dy / tf.square(tf.math.cos(y))
+    def __init__(self, units=4, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
 
-    return y, grad
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], self.units), name="kernel")
+        self.bias = self.add_weight(shape=(self.units,), initializer="zeros", name="bias")
+
+    def call(self, x):
+        @tf.custom_gradient
+        def tan_dense(x):
+            z = x @ self.kernel + self.bias
+            y = tf.math.tan(z)
+
+            def grad(dy, variables=None):
+                dz = dy / tf.square(tf.math.cos(y))
+                return dz @ tf.transpose(self.kernel), [tf.transpose(x) @ dz, tf.reduce_sum(dz, 0)]
+
+            return y, grad
+
+        return tan_dense(x)
 
 
 @tf.custom_gradient
@@ -39,15 +56,6 @@ def softsign(x):
         return 1 / tf.square(1 + tf.abs(x))
 
     return y, grad
-
-
-class TanDense(keras.layers.Layer):
-    def __init__(self, units=8, **kwargs):
-        super().__init__(**kwargs)
-        self.dense = keras.layers.Dense(units)
-
-    def call(self, x):
-        return tan_activation(self.dense(x))
 
 
 class SoftsignDense(keras.layers.Layer):
@@ -69,7 +77,9 @@ def _browser() -> tuple[str, str] | None:
 
 
 def test_both_layers_are_wrong_in_tensorflow(tmp_path, monkeypatch):
-    """The premise, with TensorFlow alone: each layer's gradient differs from the true derivative."""
+    """The premise, with TensorFlow alone: TanDense's gradient differs from autodiff of its formula
+    (and its hard-coded variable order swaps the weights' gradients under tf.function, where
+    `variables` comes sorted by name), SoftsignDense's gradient ignores the upstream."""
     import tensorflow as tf
 
     (tmp_path / "layers.py").write_text(LAYERS)
@@ -77,19 +87,32 @@ def test_both_layers_are_wrong_in_tensorflow(tmp_path, monkeypatch):
     import layers
 
     x = tf.constant([[0.3, -0.7, 1.1], [0.5, 0.9, -0.2]])
-    up = tf.constant(2.0, shape=x.shape)
-    truth = {layers.tan_activation: up / tf.square(tf.cos(x)), layers.softsign: up / tf.square(1 + tf.abs(x))}
-    for fn, right in truth.items():
+    tan = layers.TanDense()
+    tan(x)  # builds the weights
+
+    def gradients(fn):
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = fn(x)
-        got = tape.gradient(y, x, output_gradients=up)
-        assert not np.allclose(got.numpy(), right.numpy(), rtol=1e-2), fn
-    for layer in (layers.TanDense(), layers.SoftsignDense()):
+        return tape.gradient(y, x, output_gradients=tf.fill(y.shape, 2.0))
+
+    custom = gradients(tan)
+    truth = gradients(lambda v: tf.math.tan(v @ tan.kernel + tan.bias))
+    assert not np.allclose(custom.numpy(), truth.numpy(), rtol=1e-2)
+
+    @tf.function
+    def weights_step():
         with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = layer(x)
-        assert tape.gradient(y, x) is not None
+            y = tan(x)
+        return tape.gradient(y, tan.trainable_variables)
+
+    # Silently: each weight gets the other's gradient (TensorFlow checks no shapes).
+    got = [tuple(g.shape) for g in weights_step()]
+    assert got == [tuple(tan.bias.shape), tuple(tan.kernel.shape)] != [tuple(v.shape) for v in tan.trainable_variables]
+
+    custom = gradients(layers.softsign)
+    truth = gradients(lambda v: v / (1 + tf.abs(v)))
+    assert not np.allclose(custom.numpy(), truth.numpy(), rtol=1e-2)
 
 
 @pytest.mark.skipif(_browser() is None, reason="no Chromium and chromedriver on this machine")
@@ -116,13 +139,15 @@ def test_report_in_headless_chromium(tmp_path):
         driver.get((tmp_path / "report.html").as_uri())
         rows = driver.find_elements(By.CSS_SELECTOR, "#gradients tr.gradient")
         assert [r.get_attribute("data-verdict") for r in rows] == ["mismatch", "mismatch"]
-        assert [r.find_element(By.TAG_NAME, "code").text for r in rows] == ["tan_activation", "softsign"]
+        assert [r.find_element(By.TAG_NAME, "code").text for r in rows] == ["tan_dense", "softsign"]
 
-        # Each finding carries its own verdict, saying its own symptom.
+        # Each finding carries its own verdict, saying its own symptom: TanDense's wrong
+        # derivative is confirmed apart from its (also wrong) variable order.
         said = {f.get_attribute("data-code"): f.find_element(By.CSS_SELECTOR, "td.runtime").text
                 for f in driver.find_elements(By.CSS_SELECTOR, "#findings tr.finding")}
-        assert set(said) == {"CG005", "CG009"}
-        assert said["CG005"].startswith("confirmed: d/x off by") and "vs autodiff" in said["CG005"]
+        assert set(said) == {"CG005", "CG006", "CG009"}
+        assert said["CG005"].startswith("confirmed: d/x off by") and "apart from the variable order" in said["CG005"]
+        assert said["CG006"].startswith("confirmed: gradients do not follow the order of variables")
         assert said["CG009"].startswith("confirmed: upstream gradient ignored")
 
         # Every image decoded by the browser, at a non-zero size.
