@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default: [tool.cglint.runtime] order, else 1)")
     rt.add_argument("--runtime-timeout", type=_positive_seconds, metavar="SECONDS",
                     help="per-module time limit for --runtime (default: [tool.cglint.runtime] timeout, else 120)")
-    p.add_argument("--explain", metavar="RULE", help="print a rule's documentation (by code or name) and exit")
+    p.add_argument("--explain", metavar="RULE", help="print a rule's documentation (by code or name; `runtime`: runtime verdicts) and exit")
     p.add_argument("--list-rules", action="store_true", help="list every rule: code, name, summary")
     p.add_argument("--version", action="version", version=f"cglint {__version__}")
     return p
@@ -231,10 +231,16 @@ def _run(argv: list[str] | None) -> int:
         from cglint.rules import CODES, OPT_IN, rules
 
         wanted = args.explain.strip()
+        if wanted.lower() == "runtime":  # a topic, not a rule: the verdicts and "off by N%"
+            from cglint.gradcheck.report import EXPLAIN
+
+            sys.stdout.write(EXPLAIN)
+            return EXIT_CLEAN
         # by code, or by the name every report shows next to it (`output-derivative`)
         found = [r for r in rules([*CODES, *OPT_IN]) if wanted.upper() == r.code or wanted.lower() == r.name]
         if not found:
-            return _fail(f"unknown rule code or name: {args.explain!r} (see --list-rules)")
+            return _fail(f"unknown rule code or name: {args.explain!r} (see --list-rules; `--explain runtime` "
+                         "explains runtime verdicts)")
         sys.stdout.write(found[0].documentation())
         return EXIT_CLEAN
     if args.list_rules:

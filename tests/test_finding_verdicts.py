@@ -61,3 +61,12 @@ def test_without_an_order_problem_a_value_finding_takes_the_functions_verdict():
               "detail": "d/x off by 30% vs autodiff"}
     assert for_finding("CG005", report) == report
     assert for_finding("CG006", report) is None  # not its symptom: no verdict rather than a wrong one
+
+
+def test_explain_runtime_defines_off_by():
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "cglint", "--explain", "runtime"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "||c - a|| / ||a||" in run.stdout and "A verdict per finding" in run.stdout

@@ -182,3 +182,41 @@ def next_step(detail: str, via: str, path: str = "") -> str:
 def describe(summary: dict) -> str:
     """`confirmed: d/dx off by 110% vs autodiff`, `not confirmed: matches autodiff to 3e-7`."""
     return f"{VERDICT_WORDS.get(summary['verdict'], summary['verdict'])}: {summary.get('detail') or summary['verdict']}"
+
+
+# `cglint --explain runtime`: what a runtime verdict and its "off by N%" mean (docs/runtime.md).
+EXPLAIN = """# Runtime verdicts (`--runtime`, `cglint trace`)
+
+Each custom gradient checked gets one verdict: match, mismatch, intentional, error or skipped.
+The check compares the grad fn's vector-Jacobian product c with the reference's a (TensorFlow
+autodiff of the undecorated forward; float64 autodiff or finite differences where the verdict
+names them), for the same seeded random upstream gradients, at the same inputs.
+
+## "off by N%"
+
+For each input and each variable: ||c - a|| / ||a||, the largest over the upstream probes. It is
+stored to 3 significant digits (JSON's `max_rel_error`) and every view (text, concise, JSON,
+SARIF, the language server, the HTML report) prints that stored number, so the same function
+never reads 11% in one view and 12% in another. A function's number is the largest of its
+mismatching arguments'. Another number for the same function is another measurement, and says
+which: `vs float64 autodiff`, `vs finite differences`, `under tf.function`, `in float64`,
+`second derivative`, `JVP`.
+
+## A verdict per finding
+
+A finding is `confirmed` only by its own symptom: a wrong value (CG005, CG009, CG014) by a
+gradient that differs from the reference, a hard-coded order (CG006) by the grad fn ignoring the
+order of `variables`, a structural finding by TensorFlow's error, a graph-mode one by what
+fails under tf.function. When one bug decides the function's verdict and hides another (a
+hard-coded variable order in a function whose derivative is also wrong), the gradients are
+compared again apart from it (each variable's gradient paired with its variable by shape, else
+the inputs alone), and a value finding gets that verdict: `confirmed: d/x off by 55% vs autodiff
+(apart from the variable order: ...)` or `not confirmed: matches autodiff ...`.
+
+## The HTML report
+
+`--output-format html --output-file report.html`: a row per function (verdict, reference,
+the error per input and variable, modes, dtypes, inputs, seed), the findings with their
+verdicts, and for each mismatch a plot of the custom gradient and autodiff along a line through
+the checked input, and of the error per element (needs matplotlib: the `report` extra).
+"""
