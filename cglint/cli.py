@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from cglint import __version__, reach
+from cglint.memory import MIN_ADDRESS_SPACE_MIB, address_space_limit, under_limit
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -143,25 +144,9 @@ def entry() -> None:
     os._exit(code)
 
 
-# Below this address-space limit (`ulimit -v`, `prlimit --as`) cglint's libraries do not load
-# (OpenBLAS aborts the process while numpy loads, libcst's parser aborts on a failed allocation):
-# one error naming the limit instead.
-MIN_ADDRESS_SPACE_MIB = 256
-
-
-def _address_space_limit() -> int | None:
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, OSError, ValueError):
-        return None
-    return None if soft == resource.RLIM_INFINITY else soft >> 20
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    limit = _address_space_limit()
+    limit = address_space_limit()
     if limit is not None and limit < MIN_ADDRESS_SPACE_MIB and "--version" not in argv:
         print(f"cglint: error: cglint needs about {MIN_ADDRESS_SPACE_MIB} MiB of address space; the limit set "
               f"outside cglint (ulimit -v, prlimit --as) is {limit} MiB", file=sys.stderr)
@@ -169,9 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
     except MemoryError:  # a limit set outside cglint, met anywhere: one line, never a traceback
-        limit = _address_space_limit()
-        where = f" under the address-space limit of {limit} MiB set outside cglint" if limit is not None else ""
-        print(f"cglint: error: out of memory{where}", file=sys.stderr)
+        print(f"cglint: error: out of memory{under_limit()}", file=sys.stderr)
         return EXIT_ERROR
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 from cglint import files, noqa, quickscan, reach
 from cglint import source as pysource
 from cglint.diagnostics import Diagnostic, FileResult
+from cglint.memory import under_limit
 
 if TYPE_CHECKING:
     import ast
@@ -33,22 +34,9 @@ class OutOfMemory(InternalError):
     """Not a bug: the file was not checked for want of memory (a limit set outside cglint)."""
 
 
-def address_space_limit() -> int | None:
-    """The address-space limit (RLIMIT_AS: `ulimit -v`, `prlimit --as`) in MiB, or None."""
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, OSError, ValueError):
-        return None
-    return None if soft == resource.RLIM_INFINITY else soft >> 20
-
-
 def out_of_memory(exc: BaseException) -> str:
     """A MemoryError as the end of a one-line message, naming the limit when there is one."""
-    limit = address_space_limit()
-    where = f" under the address-space limit of {limit} MiB set outside cglint" if limit is not None else ""
-    return f"not enough memory{where} ({type(exc).__name__}{': ' + str(exc) if str(exc) else ''})"
+    return f"not enough memory{under_limit()} ({type(exc).__name__}{': ' + str(exc) if str(exc) else ''})"
 
 
 # Objects that survived paused lints and went straight to the collector's oldest generation;
