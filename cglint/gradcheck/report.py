@@ -147,11 +147,22 @@ TRACE_IT = "`cglint trace -- pytest tests/` (or `pytest --cglint`) checks it whe
 EXAMPLE_IT = "a `# cglint: example x=normal(2, 3)` comment above its def gives `cglint --runtime` its inputs"
 
 
+def trace_it(path: str = "") -> str:
+    """TRACE_IT, or for a notebook the command that runs it under the trace (docs/notebooks.md)."""
+    if path.endswith(".ipynb"):
+        return (f"`cglint trace -- jupyter nbconvert --to notebook --execute {path}` checks it where the "
+                "notebook calls it")
+    return TRACE_IT
+
+
 def next_step(detail: str, via: str, path: str = "") -> str:
     """`detail` and the way forward: what checks a function this `via` ("runtime": the static
     plan's child process; "trace": a traced command or pytest session) could not check."""
     text = detail or "not checked"
-    if "to check it:" in text or "pytest --cglint" in text:  # already says so (the child's own hints)
+    if path.endswith(".ipynb"):  # a notebook runs under the trace through nbconvert, not pytest
+        text = re.sub(r"`cglint trace -- pytest[^`]*`(?: \(or `pytest --cglint`\))?",
+                      trace_it(path).split(" checks it")[0], text)
+    if "to check it:" in text or "pytest --cglint" in text or "nbconvert" in text:  # already says so
         return text
     low = text.lower()
     if via == "trace":
@@ -164,18 +175,19 @@ def next_step(detail: str, via: str, path: str = "") -> str:
             hint = ("call it eagerly once in the command (an eager call is checked with its real inputs), or "
                     + EXAMPLE_IT.replace("`cglint --runtime`", static))
         return f"{text}; to check it: {hint}"
+    traced = trace_it(path)
     if "not reachable by import" in low or "no module-level name" in low:
-        hint = TRACE_IT
+        hint = traced
     elif "out of memory" in low and "set outside cglint" in low:  # not cglint's own limit to raise
-        hint = f"raise the limit set outside cglint (ulimit, prlimit, the container's), or {TRACE_IT}"
+        hint = f"raise the limit set outside cglint (ulimit, prlimit, the container's), or {traced}"
     elif "out of memory" in low:
-        hint = f"raise `memory-limit` in [tool.cglint.runtime], or {TRACE_IT}"
+        hint = f"raise `memory-limit` in [tool.cglint.runtime], or {traced}"
     elif "timed out" in low:
-        hint = f"a larger `--runtime-timeout`, or {TRACE_IT}"
+        hint = f"a larger `--runtime-timeout`, or {traced}"
     elif "import failed" in low or "sys.exit" in low or "could not start" in low:
-        hint = f"make the module importable without side effects, or {TRACE_IT}"
+        hint = f"make the module importable without side effects, or {traced}"
     else:  # no inputs could be built, inconclusive, nothing to differentiate, ...
-        hint = f"{EXAMPLE_IT}, or {TRACE_IT}"
+        hint = f"{EXAMPLE_IT}, or {traced}"
     return f"{text}; to check it: {hint}"
 
 

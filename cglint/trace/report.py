@@ -219,10 +219,15 @@ def build(functions: list[Function], settings=None, cwd: Path | None = None):
         site_span = _site_span(result, fn.firstlineno) if result is not None else None
         if site_span is not None:
             start, end, line, wrapper_line = site_span
+            book = getattr(result, "notebook", None)  # a notebook's findings count lines in cells
             for d in result.diagnostics:  # each finding by its own claim
-                if start <= d.line <= end or d.line == wrapper_line:
+                at = book.module_line(d) if book is not None else d.line
+                if start <= at <= end or at == wrapper_line:
                     d.runtime = for_finding(d.code, verdict) or d.runtime
-        runtime.append({"path": display, "function": name, "line": line,
+        cell = None
+        if result is not None and getattr(result, "notebook", None) is not None:  # as --runtime says it
+            cell, line = result.notebook.position(line)
+        runtime.append({"path": display, **({"cell": cell} if cell is not None else {}), "function": name, "line": line,
                         **{k: verdict.get(k) for k in _SUMMARY_KEYS}, "checked": verdict["checked"],
                         "tests": fn.contexts, "args": verdict.get("args", []),
                         **{k: verdict[k] for k in _REPORT_EXTRAS if k in verdict}})
