@@ -81,10 +81,11 @@ def main() -> None:
         RESULTS.write_text(HEADER)
     for number in args.numbers:
         r = run(number, commands[number], commit)
+        last = r["last"].replace("|", "/").replace("`", "'")  # a table cell, not code
         when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
         row = (f"| {when} | `{commit[:7]}` | {number} | {r['status']} | {minutes(r['wall'])} | {minutes(r['cpu'])} | "
                f"{os.cpu_count()} | {r['load'][0]:.1f} → {r['load'][1]:.1f} | {os.nice(0)} | "
-               f"`{r['last'].replace('|', '/')}` |\n")
+               f"{last} |\n")
         with open(RESULTS, "a") as f:
             f.write(row)
         print(row, end="", flush=True)
