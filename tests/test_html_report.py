@@ -106,3 +106,9 @@ def test_trace_entries_carry_what_the_report_draws(tmp_path, monkeypatch):
     assert "checked at its first eager call with (float32[3])" in page
     json_page = render("json", [], Context(runtime=runtime))
     assert '"sample"' not in json_page and '"seed": 0' in json_page  # the plot data is the HTML's alone
+
+
+def test_pytest_htmls_spelling_gets_the_option_that_writes_the_page():
+    run = subprocess.run([sys.executable, "-m", "cglint", "--html", "report.html", "src/"], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert "tip: a similar option exists: '--output-format html --output-file'" in run.stderr
