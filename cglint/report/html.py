@@ -116,7 +116,7 @@ def _args(r: dict) -> str:
 def _row(i: int, r: dict) -> str:
     modes = ", ".join(f"{k}: {v}" for k, v in (r.get("modes") or {}).items()) or "\u2014"
     dtypes = ", ".join(dict.fromkeys(str(a.get("dtype")) for a in r.get("args") or [] if a.get("dtype"))) or "\u2014"
-    inputs = r.get("inputs") or r.get("checked") or "found by cglint's search (shapes from the module)"
+    inputs = r.get("inputs") or r.get("checked") or "\u2014"  # the spec, or how `cglint trace` checked it
     cells = [f'<a href="#fn-{i}"><code>{escape(str(r.get("function", "")))}</code></a>',
              f'<code>{escape(_where(r))}</code>', _verdict(r.get("verdict")),
              escape(str(r.get("reference") or "\u2014")), _args(r), escape(modes), escape(dtypes),
