@@ -46,7 +46,7 @@ ul.args{margin:0;padding-left:1.2em}
 
 def render(results, context=None) -> str:
     runtime = list((context.runtime if context is not None else None) or [])
-    plots = _matplotlib()
+    plots = _matplotlib() if any(r.get("sample") for r in runtime) else None  # (a second's import)
     diags = [d for r in results for d in r.diagnostics]
     owner = _owners(runtime, diags)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
