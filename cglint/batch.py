@@ -55,8 +55,8 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
             continue
         codes = codes_for(path)
         try:
-            if notebook:  # notebooks: linted here, as cglint.notebook does (not cached)
-                results[i] = engine.lint_file(path, codes)
+            if notebook:  # linted here (its cells are one module), cached by the file's text
+                results[i] = _lint_notebook(path, codes, cache)
                 continue
             try:
                 read = files.read(path)
@@ -101,6 +101,30 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
     if cache is not None:
         cache.save()
     return [r for r in results if r is not None]
+
+
+def _lint_notebook(path: str, codes: list[str], cache: Cache | None) -> FileResult:
+    """A notebook's result, from the cache when its text was linted with these codes before.
+    A hit rebuilds the cells from the JSON alone (reports map findings to the file's lines
+    with them); the text was validated when the entry was written."""
+    from cglint import notebook
+    from cglint.rules import rules as rule_classes
+
+    if cache is None:
+        return engine.lint_file(path, codes)
+    try:
+        raw = notebook.read_text(path)
+    except files.UndecodableError:
+        return engine.lint_file(path, codes)  # CG000 "cannot read", as without the cache
+    hit = cache.get(path, raw, codes)
+    if hit is not None:
+        nb = notebook.read(raw, validated=True)
+        hit.source, hit.notebook = nb.code, nb
+        return hit
+    result = engine.lint_notebook_text(raw, path, rule_classes(codes))
+    if result.notebook is not None:  # read and validated: a hit can rebuild its cells from JSON
+        cache.put(path, raw, codes, result)
+    return result
 
 
 def _lint_one(work: tuple[str, str, list[str]]) -> FileResult | engine.InternalError:

@@ -328,7 +328,11 @@ def _stored(d: Diagnostic, result: FileResult) -> dict[str, Any]:
         edits = getattr(d.fix, "json_edits", None)
         if edits is None:
             edits = []
-            if result.module is not None:
+            if result.module is not None and d.cell is not None:  # a notebook's cell: rows of the cell
+                from cglint.fix import notebook_json_edits
+
+                edits = notebook_json_edits(result, d)
+            elif result.module is not None:
                 from cglint.fix import json_edits
 
                 edits = json_edits(result.source, result.module, d.fix)
@@ -381,6 +385,8 @@ def _valid(stored: Any, codes: set[str]) -> dict[str, Any]:
     if not (isinstance(stored["code"], str) and _CODE.match(stored["code"]) and stored["code"] in codes):
         raise TypeError
     if not all(isinstance(stored[k], str) for k in ("name", "severity", "message")):
+        raise TypeError
+    if "cell" in stored and not (type(stored["cell"]) is int and 0 < stored["cell"] < 2**31):
         raise TypeError
     fix = stored.get("fix")
     if fix is not None:

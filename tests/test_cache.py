@@ -53,7 +53,8 @@ def test_cache_layout_gitignore_and_entries(tree):
     # One entry per file that mentions custom_gradient; the others cost no lookup.
     mentioning = [p for p in (tree / "fixtures").rglob("*.py") if files.may_hold_site(p.read_text())
                   or quickscan.calls_project_site(p.read_text(), str(p))[0]]  # a keyword call of a project site
-    assert len(entries) == len(mentioning)
+    notebooks = list((tree / "fixtures").rglob("*.ipynb"))  # one entry each, by the file's text
+    assert notebooks and len(entries) == len(mentioning) + len(notebooks)
 
 
 def test_corrupt_and_foreign_entries_are_ignored_and_rewritten(tree):
@@ -180,7 +181,31 @@ def test_text_and_json_runs_share_one_entry_per_file(tree):
     entries = {p: p.stat().st_mtime_ns for p in (tree / ".cglint_cache").glob("*/*.json")}
     mentioning = [p for p in (tree / "fixtures").rglob("*.py") if files.may_hold_site(p.read_text())
                   or quickscan.calls_project_site(p.read_text(), str(p))[0]]  # a keyword call of a project site
-    assert len(entries) == len(mentioning)
+    notebooks = list((tree / "fixtures").rglob("*.ipynb"))  # one entry each, by the file's text
+    assert notebooks and len(entries) == len(mentioning) + len(notebooks)
     report(tree, "--output-format", "json")
     report(tree)
     assert {p: p.stat().st_mtime_ns for p in entries} == entries, "a warm run rewrote entries"
+
+
+def test_a_notebook_is_cached_by_its_text_and_a_hit_needs_neither_nbformat_nor_libcst(tmp_path):
+    shutil.copy(FIXTURES / "notebooks" / "seed_op.ipynb", tmp_path / "nb.ipynb")
+    outputs = {fmt: cglint("--no-cache", "--output-format", fmt, "nb.ipynb", cwd=tmp_path).stdout
+               for fmt in ("json", "concise", "github", "gitlab")}
+    assert cglint("--output-format", "json", "nb.ipynb", cwd=tmp_path).stdout == outputs["json"]  # writes the entry
+    for fmt, plain in outputs.items():  # every format from the one entry, as without the cache
+        assert cglint("--output-format", fmt, "nb.ipynb", cwd=tmp_path).stdout == plain, fmt
+    # A warm run in a fresh interpreter: the result comes from the entry, the cells from the JSON.
+    probe = ("import sys; from pathlib import Path; from cglint import batch, cache, config; s = config.load(None, None); "
+             "c = cache.Cache(Path('.cglint_cache'), cache.settings_key(s)); "
+             "r, = batch.lint_paths(['nb.ipynb'], s.codes_for, cache=c); "
+             "print(c.hits, sorted({d.code for d in r.diagnostics}), r.notebook.cell(4) is not None, "
+             "'nbformat' in sys.modules, 'libcst' in sys.modules)")
+    warm = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=ENV, capture_output=True, text=True)
+    assert warm.stdout.split() == ["1", "['CG001',", "'CG002',", "'CG004',", "'CG005']", "True", "False", "False"], warm
+    # An edit of the notebook is linted again.
+    text = (tmp_path / "nb.ipynb").read_text()
+    assert text.count('"    @tf.function\\n",') == 1
+    (tmp_path / "nb.ipynb").write_text(text.replace('"    @tf.function\\n",', "", 1))
+    edited = json.loads(cglint("--output-format", "json", "nb.ipynb", cwd=tmp_path).stdout)["diagnostics"]
+    assert {d["code"] for d in edited} == {"CG002", "CG004", "CG005"}

@@ -264,6 +264,28 @@ def test_check_is_accepted_as_in_ruff(tmp_path):
     assert "check/c.py:8:9" in cglint("./check", cwd=tmp_path).stdout
 
 
+def test_commands_are_words_for_the_options_they_stand_for(tmp_path):
+    (tmp_path / "m.py").write_text(BAD)
+    (tmp_path / "n.py").write_text(BAD)
+    # `fix` is `--fix`: the same file afterwards, the same report
+    by_option = cglint("--no-cache", "--fix", "--output-format", "concise", "m.py", cwd=tmp_path)
+    by_word = cglint("fix", "--no-cache", "--output-format", "concise", "n.py", cwd=tmp_path)
+    assert by_word.returncode == by_option.returncode == 1
+    assert (tmp_path / "n.py").read_text() == (tmp_path / "m.py").read_text() != BAD
+    assert by_word.stdout.replace("n.py", "m.py") == by_option.stdout
+    assert cglint("explain", "CG005").stdout == cglint("--explain", "CG005").stdout != ""
+    for word, option in (("settings", "--show-settings"), ("files", "--show-files"), ("rules", "--list-rules")):
+        shown, asked = cglint("show", word, "m.py", cwd=tmp_path), cglint(option, "m.py", cwd=tmp_path)
+        assert shown.returncode == asked.returncode == 0 and shown.stdout == asked.stdout != ""
+    wrong = cglint("show", "colours", cwd=tmp_path)
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    assert wrong.stderr.startswith("cglint: error: cglint show: say what to show: settings, files, rules")
+    (tmp_path / "fix").mkdir()  # a directory named like a command is reached as `./fix`
+    (tmp_path / "fix" / "f.py").write_text(BAD)
+    run = cglint("./fix", cwd=tmp_path)
+    assert run.returncode == 1 and "fix/f.py:8:9" in run.stdout and (tmp_path / "fix" / "f.py").read_text() == BAD
+
+
 def test_stdin_filename_without_dash_reads_stdin(tmp_path):
     (tmp_path / "other.py").write_text(BAD.replace("ops", "other"))
     run = cglint("--stdin-filename", "pkg/ops.py", cwd=tmp_path, stdin=BAD)

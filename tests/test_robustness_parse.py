@@ -87,10 +87,10 @@ def test_deep_expressions_python_accepts_are_linted_quickly(kind):
     source = HEAD + "@tf.custom_gradient\ndef op(x):\n    y = tf.math.tan(x)\n    z = " + expr + \
         "\n    return y, lambda dy: dy * tf.math.cos(y)\n"
     compile(source, "m.py", "exec")
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the parse's cost, whatever the machine's load
     for prefilter in (True, False):
         assert codes_at(source, prefilter) == [(7, "CG005")]
-    assert time.perf_counter() - start < 20  # unstubbed, libcst alone took minutes on 3,000 levels
+    assert time.process_time() - start < 20  # unstubbed, libcst alone took minutes on 3,000 levels
     # The fix keeps the expression libcst never saw.
     fixed = fix.fix_source(source, "m.py", unsafe=True).new_source
     assert expr in fixed and "tf.math.cos(x)" in fixed
@@ -298,9 +298,9 @@ def test_a_fix_with_an_edit_per_call_site_in_a_long_module_renders_in_seconds():
     source = "\n\n".join([example] * 150)
     result = engine.lint_source(source, "m.py")
     (d,) = [d for d in result.diagnostics if d.fix is not None and len(d.fix.edits) >= 150]
-    started = time.perf_counter()
+    started = time.process_time()
     edits = fix.text_edits(source, result.module, d.fix)
-    assert time.perf_counter() - started < 20
+    assert time.process_time() - started < 20
     assert len(edits) == len(d.fix.edits)
     for k in (0, 77, len(edits) - 1):  # as the whole module's transform writes them
         one = Fix([d.fix.edits[k]], applicability=d.fix.applicability, description="")

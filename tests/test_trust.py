@@ -5,6 +5,7 @@ and per reproducer of issue 20."""
 
 import json
 import os
+import resource
 import signal
 import stat
 import subprocess
@@ -425,10 +426,10 @@ def test_odd_classes_are_literal_and_warn_nothing(tmp_path, pattern):
 def test_globs_with_many_double_stars_match_in_linear_time():
     """Reproducer 14 (c): `**a**a...**b` against a long name took 38 s (regex backtracking)."""
     glob = config.Glob("**a" * 9 + "**b")
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: what the pattern costs, whatever the machine's load
     assert not glob.matches("a" * 400, False)
     assert glob.matches("a" * 9 + "b", False)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     cases = [("*.py", "a/b/c.py", True), ("src/*.py", "src/x/a.py", False), ("**/gen/*.py", "gen/x.py", True),
              ("x/**/y/**/z*", "x/1/y/2/3/zq", True), ("x/**/y/**/z*", "x/1/y/2/3/q", False),
              ("*a*b*c", "zz/xaybzc", True), ("*a*b*c", "xa/ybzc", False), ("[!a]b", "ab", False)]
@@ -547,9 +548,9 @@ def test_notebook_magic_masking_is_linear_and_decides_as_before():
     from cglint import notebook
 
     src = 'template = r"""\n' + "% a LaTeX comment line\n" * 1500 + '"""\nx = (1\n' + "% 1\n" * 1500 + ")\n"
-    start = time.perf_counter()
+    start = time.process_time()
     code, masked = notebook.mask(src)
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     assert code == src and not masked  # every `%` line continues Python: nothing masked
     # A head that closes the bracket it stands in decides the lines after it again.
     src = "x = (1\n% 1\n%s)\n%matplotlib inline\n!ls\n"
@@ -564,9 +565,11 @@ def test_json_and_sarif_edits_cost_one_pass_per_module(tmp_path):
             '        return scale{i}(f, 3)\n')  # an int: CG015, with a fix (a float next to float32 is fine)
     (tmp_path / "sites.py").write_text("import keras\nimport tensorflow as tf\n" + "".join(site.format(i=i) for i in range(200)))
     for fmt in ("json", "sarif"):
-        start = time.perf_counter()
-        run = cglint("--isolated", "--no-cache", "--output-format", fmt, "sites.py", cwd=tmp_path, timeout=120)
-        assert run.returncode == 1 and time.perf_counter() - start < 40
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run = cglint("--isolated", "--no-cache", "--output-format", fmt, "sites.py", cwd=tmp_path, timeout=600)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime  # the child's CPU, not the clock
+        assert run.returncode == 1 and cpu < 40, cpu
     report = json.loads(cglint("--isolated", "--no-cache", "--output-format", "json", "sites.py", cwd=tmp_path).stdout)
     fixed = [d for d in report["diagnostics"] if d.get("fix")]
     assert len(fixed) == 200 and all(d["fix"]["edits"] for d in fixed)
