@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default: [tool.cglint.runtime] order, else 1)")
     rt.add_argument("--runtime-timeout", type=_positive_seconds, metavar="SECONDS",
                     help="per-module time limit for --runtime (default: [tool.cglint.runtime] timeout, else 120)")
-    p.add_argument("--explain", metavar="RULE", help="print a rule's documentation (by code or name) and exit")
+    p.add_argument("--explain", metavar="RULE", help="print a rule's documentation (by code or name; `runtime`: runtime verdicts) and exit")
     p.add_argument("--list-rules", action="store_true", help="list every rule: code, name, summary")
     p.add_argument("--version", action="version", version=f"cglint {__version__}")
     return p

@@ -19,7 +19,8 @@ class Parser(argparse.ArgumentParser):
 
 
 # Other linters' spellings (flake8, ruff's older ones, pylint) whose names alone lead nowhere.
-_ELSEWHERE = {"--format": "--output-format", "--json": "--output-format json", "--extend-ignore": "--ignore"}
+_ELSEWHERE = {"--format": "--output-format", "--json": "--output-format json", "--extend-ignore": "--ignore",
+              "--html": "--output-format html --output-file", "--report": "--output-format html --output-file"}
 
 
 def _tip(parser: argparse.ArgumentParser, message: str) -> str:

@@ -30,7 +30,7 @@ SLOW = {
     "test_pre_commit.py", "test_install_recipes.py", "test_one_answer.py", "test_lsp_neovim.py", "test_trace.py",
     "test_realistic_corpus.py", "test_heldout_corpus.py", "test_real_reports_corpus.py", "test_op_coverage.py",
     "test_runtime_processes.py", "test_fix_verify.py", "test_example_behaviour.py", "test_rule_claims.py",
-    "test_model_boundaries.py", "test_project.py",
+    "test_model_boundaries.py", "test_project.py", "test_html_browser.py",
 }
 BENCHMARK = {"test_metamorphic.py", "test_metamorphic_runtime.py"}
 INSTALL = {"test_install_recipes.py"}

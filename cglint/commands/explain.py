@@ -11,9 +11,15 @@ def explain(wanted: str) -> int:
     """A rule's documentation, by code or by the name every report shows next to it (`output-derivative`)."""
     from cglint.rules import CODES, OPT_IN, rules
 
+    if wanted.strip().lower() == "runtime":  # a topic, not a rule: the verdicts and "off by N%"
+        from cglint.gradcheck.report import EXPLAIN
+
+        sys.stdout.write(EXPLAIN)
+        return EXIT_CLEAN
     found = [r for r in rules([*CODES, *OPT_IN]) if wanted.strip().upper() == r.code or wanted.strip().lower() == r.name]
     if not found:
-        return fail(f"unknown rule code or name: {wanted!r} (see --list-rules)")
+        return fail(f"unknown rule code or name: {wanted!r} (see --list-rules; `--explain runtime` explains "
+                    "runtime verdicts)")
     sys.stdout.write(found[0].documentation())
     return EXIT_CLEAN
 

@@ -828,6 +828,76 @@ class _Checker:
         return self._report("mismatch", f"{detail} (reverse mode: {report.detail})", report.args,
                             "autodiff", fwd.max_rel_error, modes)
 
+    # ------------------------------------------------------------------ the report's plot
+    def line_sample(self, name: str, kind: str, points: int = 41) -> dict | None:
+        """The custom gradient and autodiff of one argument along the line x0 + t·d through the
+        checked point, for the HTML report's plot: at each t the forward runs again under a tape
+        (a fresh grad fn each time, as TensorFlow calls it), and both VJPs of the first upstream
+        are projected on d, so the autodiff curve is d/dt <u, f(x0 + t·d)>. d is where the two
+        differ at x0 (c - a, scaled to a largest entry of 1), so the gap at t = 0 is the largest
+        a line can show. Also the two VJPs at x0 per element (the first 256). None for an argument
+        that is not real floating point, or when autodiff gives no reference."""
+        k = next((i for i, a in enumerate(self.argl) if a.name == name and a.kind == kind), None)
+        if k is None or not self.argl[k].dtype.is_floating:
+            return None
+        arg, u = self.argl[k], self.us[0]
+        c0, a0 = self._custom(u)[k], self._autodiff(u)[k]
+        if a0 is None or self.autodiff_blind:
+            return None
+        c0 = np.zeros(a0.shape) if c0 is None else V.as64(c0)
+        a0 = V.as64(a0)
+        if c0.shape != a0.shape:  # a broadcast scalar gradient: its own entries are what it returned
+            c0 = np.broadcast_to(c0, a0.shape) if c0.size == 1 else None
+        if c0 is None:
+            return None
+        d = c0 - a0
+        if not np.all(np.isfinite(d)) or not np.any(d):
+            d = np.random.default_rng(self.seed + 3).standard_normal(a0.shape)
+        d = d / max(float(np.max(np.abs(d))), 1e-300) if d.size else d
+        if arg.kind == "input":
+            pos = self.diff_idx[arg.index]
+            x0 = tf.convert_to_tensor(self.flat_in[pos])
+        else:
+            pos, x0 = None, self.variables[arg.index].read_value()
+        top = float(np.max(np.abs(x0.numpy()))) if x0.shape.num_elements() else 0.0
+        span = 0.25 * max(1.0, top)
+        ts = np.linspace(-span, span, points)
+        step = lambda t: tf.constant(t * d, dtype=x0.dtype)  # noqa: E731
+
+        def both(t):
+            flat = list(self.flat_in)
+            if pos is not None:
+                flat[pos] = x0 + step(t)
+            else:
+                self.variables[arg.index].assign(x0 + step(t))
+            args = tf.nest.pack_sequence_as(list(self.inputs), flat)
+            with tf.GradientTape() as tape:
+                for i in self.diff_idx:
+                    tape.watch(flat[i])
+                y, grad_fn = self.forward(*args)
+            targets = [flat[i] for i in self.diff_idx] + self.variables
+            auto = tape.gradient(tf.nest.flatten(y), targets, output_gradients=u,
+                                 unconnected_gradients=tf.UnconnectedGradients.ZERO)[k]
+            custom = self._call_grad_fn(grad_fn, u, self.variables)[0][k]
+            return [None if g is None else float(np.sum(np.broadcast_to(V.as64(_to_numpy(g)), d.shape) * d))
+                    for g in (custom, auto)]
+
+        curves: list[list] = [[], []]
+        try:
+            for t in ts:
+                for curve, value in zip(curves, both(float(t))):
+                    curve.append(_short(value))
+        finally:
+            if pos is None:
+                self.variables[arg.index].assign(x0)
+
+        def head(a):
+            return [_short(v) for v in np.ravel(a)[:256]]
+
+        return {"arg": arg.name, "kind": arg.kind, "dtype": arg.dtype.name, "shape": list(arg.shape),
+                "t": [_short(t) for t in ts], "custom": curves[0], "autodiff": curves[1],
+                "elements": {"custom": head(c0), "autodiff": head(a0), "total": int(a0.size)}}
+
     # ------------------------------------------------------------------ main
     def run(self) -> GradientReport:
         self.forward, self.decorated = resolve(self.fn)
@@ -939,7 +1009,33 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
         report = _float64_reference(fn, report, checker)
     if float64_rerun and report.verdict == "match":
         report = _wide_probe(fn, inputs, report, kw, own_inputs)
+    if report.verdict == "mismatch" and float64_rerun:  # the top-level check, not a re-run's
+        report.sample = _sample(checker, report)
     return report
+
+
+def _short(x) -> float | None:
+    """A number for the report's JSON: 6 significant digits; None for NaN or inf."""
+    if x is None or not np.isfinite(x):
+        return None
+    return float(f"{float(x):.6g}")
+
+
+def _sample(checker: "_Checker", report: GradientReport) -> dict | None:
+    """`line_sample` for the argument the mismatch is worst in (None if it cannot be taken)."""
+    ranked = sorted((a for a in report.args if a.verdict == "mismatch"),
+                    key=lambda a: -(a.max_rel_error if a.max_rel_error is not None else float("inf")))
+    if not getattr(checker, "argl", None):
+        return None
+    for arg in ranked:  # the worst argument a line can be drawn for (a misshapen gradient has none)
+        try:
+            sample = checker.line_sample(arg.name, arg.kind)
+        except Exception:  # a plot is a bonus: the verdict stands without it
+            continue
+        if sample is not None:
+            sample["seed"], sample["mode"] = checker.seed, "eager"
+            return sample
+    return None
 
 
 def _both_not_finite(report: GradientReport) -> bool:

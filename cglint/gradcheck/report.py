@@ -105,6 +105,12 @@ class GradientReport:
     # Verdict per way of differentiating that was checked: "eager", "tf.function", and when
     # they ran "forward" (JVP) and "second-order". Empty when nothing ran.
     modes: dict = field(default_factory=dict)
+    # For a mismatch: the custom gradient and autodiff along a line through the checked input
+    # (`check.line_sample`), the data of the HTML report's plots. None otherwise.
+    sample: dict | None = None
+    # A finding's own claim where a problem of the whole function decides `verdict`: "values",
+    # the gradients compared apart from a hard-coded variable order (see `symptoms.for_finding`).
+    claims: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -123,6 +129,9 @@ class GradientReport:
             "seed": self.seed,
             "args": [a.to_dict() for a in self.args],
             **({"modes": dict(self.modes)} if self.modes else {}),
+            **({"sample": self.sample} if self.sample else {}),
+            **({"claims": {k: {**v, "max_rel_error": _finite_or_none(v.get("max_rel_error"))}
+                           for k, v in self.claims.items()}} if self.claims else {}),
         }
 
     @classmethod
@@ -141,11 +150,22 @@ TRACE_IT = "`cglint trace -- pytest tests/` (or `pytest --cglint`) checks it whe
 EXAMPLE_IT = "a `# cglint: example x=normal(2, 3)` comment above its def gives `cglint --runtime` its inputs"
 
 
+def trace_it(path: str = "") -> str:
+    """TRACE_IT, or for a notebook the command that runs it under the trace (docs/notebooks.md)."""
+    if path.endswith(".ipynb"):
+        return (f"`cglint trace -- jupyter nbconvert --to notebook --execute {path}` checks it where the "
+                "notebook calls it")
+    return TRACE_IT
+
+
 def next_step(detail: str, via: str, path: str = "") -> str:
     """`detail` and the way forward: what checks a function this `via` ("runtime": the static
     plan's child process; "trace": a traced command or pytest session) could not check."""
     text = detail or "not checked"
-    if "to check it:" in text or "pytest --cglint" in text:  # already says so (the child's own hints)
+    if path.endswith(".ipynb"):  # a notebook runs under the trace through nbconvert, not pytest
+        text = re.sub(r"`cglint trace -- pytest[^`]*`(?: \(or `pytest --cglint`\))?",
+                      trace_it(path).split(" checks it")[0], text)
+    if "to check it:" in text or "pytest --cglint" in text or "nbconvert" in text:  # already says so
         return text
     low = text.lower()
     if via == "trace":
@@ -158,21 +178,60 @@ def next_step(detail: str, via: str, path: str = "") -> str:
             hint = ("call it eagerly once in the command (an eager call is checked with its real inputs), or "
                     + EXAMPLE_IT.replace("`cglint --runtime`", static))
         return f"{text}; to check it: {hint}"
+    traced = trace_it(path)
     if "not reachable by import" in low or "no module-level name" in low:
-        hint = TRACE_IT
+        hint = traced
     elif "out of memory" in low and "set outside cglint" in low:  # not cglint's own limit to raise
-        hint = f"raise the limit set outside cglint (ulimit, prlimit, the container's), or {TRACE_IT}"
+        hint = f"raise the limit set outside cglint (ulimit, prlimit, the container's), or {traced}"
     elif "out of memory" in low:
-        hint = f"raise `memory-limit` in [tool.cglint.runtime], or {TRACE_IT}"
+        hint = f"raise `memory-limit` in [tool.cglint.runtime], or {traced}"
     elif "timed out" in low:
-        hint = f"a larger `--runtime-timeout`, or {TRACE_IT}"
+        hint = f"a larger `--runtime-timeout`, or {traced}"
     elif "import failed" in low or "sys.exit" in low or "could not start" in low:
-        hint = f"make the module importable without side effects, or {TRACE_IT}"
+        hint = f"make the module importable without side effects, or {traced}"
     else:  # no inputs could be built, inconclusive, nothing to differentiate, ...
-        hint = f"{EXAMPLE_IT}, or {TRACE_IT}"
+        hint = f"{EXAMPLE_IT}, or {traced}"
     return f"{text}; to check it: {hint}"
 
 
 def describe(summary: dict) -> str:
     """`confirmed: d/dx off by 110% vs autodiff`, `not confirmed: matches autodiff to 3e-7`."""
     return f"{VERDICT_WORDS.get(summary['verdict'], summary['verdict'])}: {summary.get('detail') or summary['verdict']}"
+
+
+# `cglint --explain runtime`: what a runtime verdict and its "off by N%" mean (docs/runtime.md).
+EXPLAIN = """# Runtime verdicts (`--runtime`, `cglint trace`)
+
+Each custom gradient checked gets one verdict: match, mismatch, intentional, error or skipped.
+The check compares the grad fn's vector-Jacobian product c with the reference's a (TensorFlow
+autodiff of the undecorated forward; float64 autodiff or finite differences where the verdict
+names them), for the same seeded random upstream gradients, at the same inputs.
+
+## "off by N%"
+
+For each input and each variable: ||c - a|| / ||a||, the largest over the upstream probes. It is
+stored to 3 significant digits (JSON's `max_rel_error`) and every view (text, concise, JSON,
+SARIF, the language server, the HTML report) prints that stored number, so the same function
+never reads 11% in one view and 12% in another. A function's number is the largest of its
+mismatching arguments'. Another number for the same function is another measurement, and says
+which: `vs float64 autodiff`, `vs finite differences`, `under tf.function`, `in float64`,
+`second derivative`, `JVP`.
+
+## A verdict per finding
+
+A finding is `confirmed` only by its own symptom: a wrong value (CG005, CG009, CG014) by a
+gradient that differs from the reference, a hard-coded order (CG006) by the grad fn ignoring the
+order of `variables`, a structural finding by TensorFlow's error, a graph-mode one by what
+fails under tf.function. When one bug decides the function's verdict and hides another (a
+hard-coded variable order in a function whose derivative is also wrong), the gradients are
+compared again apart from it (each variable's gradient paired with its variable by shape, else
+the inputs alone), and a value finding gets that verdict: `confirmed: d/x off by 55% vs autodiff
+(apart from the variable order: ...)` or `not confirmed: matches autodiff ...`.
+
+## The HTML report
+
+`--output-format html --output-file report.html`: a row per function (verdict, reference,
+the error per input and variable, modes, dtypes, inputs, seed), the findings with their
+verdicts, and for each mismatch a plot of the custom gradient and autodiff along a line through
+the checked input, and of the error per element (needs matplotlib: the `report` extra).
+"""

@@ -36,3 +36,19 @@ def shows(code: str, verdict: dict) -> bool:
     if code == "CG016":
         return bool(_DTYPE.search(detail)) or (kind == "error" and "tensor but is a" in detail)
     return True
+
+
+_SUMMARY = ("verdict", "reference", "max_rel_error", "detail")
+
+
+def for_finding(code: str, verdict: dict) -> dict | None:
+    """The runtime summary a finding of rule `code` gets from its function's `verdict`: the
+    verdict itself when it shows the finding's symptom; for a value finding (CG005, CG009, ...)
+    in a function whose verdict a hard-coded variable order decided, the values' own verdict
+    (`claims`), so each finding is confirmed or not on its own claim; else None."""
+    values = (verdict.get("claims") or {}).get("values")
+    if code in _VALUE and values and "order of variables" in (verdict.get("detail") or ""):
+        return {k: values.get(k) for k in _SUMMARY}
+    if shows(code, verdict):
+        return {k: verdict.get(k) for k in _SUMMARY}
+    return None

@@ -29,7 +29,7 @@ def _formatter(fmt: str) -> Formatter:
     return module.render
 
 
-FORMAT_NAMES = ("text", "concise", "json", "sarif", "github", "junit", "gitlab")
+FORMAT_NAMES = ("text", "concise", "json", "sarif", "github", "junit", "gitlab", "html")
 
 
 # Formats a person reads on a terminal. JSON, SARIF and GitLab escape control characters

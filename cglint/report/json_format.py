@@ -14,8 +14,8 @@ from cglint.diagnostics import FileResult
 def render(results: list[FileResult], runtime: list[dict[str, Any]] | None = None, unsafe: bool = False) -> str:
     diagnostics = [d.to_dict(unsafe, _edits(r, d) if d.fix is not None else None) for r in results for d in r.diagnostics]
     out: dict[str, Any] = {"version": 1, "diagnostics": diagnostics}
-    if runtime is not None:
-        out["runtime"] = runtime
+    if runtime is not None:  # without the plot data (`sample`), which only the HTML report draws
+        out["runtime"] = [{k: v for k, v in r.items() if k != "sample"} for r in runtime]
     return json.dumps(out, indent=2) + "\n"
 
 

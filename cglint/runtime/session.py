@@ -14,7 +14,7 @@ from typing import Callable
 
 from cglint.diagnostics import FileResult
 from cglint.gradcheck.report import GradientReport, next_step
-from cglint.gradcheck.symptoms import shows
+from cglint.gradcheck.symptoms import for_finding
 from cglint.runtime.plan import Planned, plan_file
 from cglint.runtime.runner import run_module_checks, stop_all
 
@@ -93,15 +93,18 @@ def run_runtime(
             if verdict.get("verdict") == "skipped":  # say what would check it
                 verdict = {**verdict, "detail": next_step(verdict.get("detail") or "", "runtime", result.path)}
             summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
-            for diag in planned.diagnostics:
-                if shows(diag.code, verdict):
-                    diag.runtime = summary
+            for diag in planned.diagnostics:  # each finding by its own claim
+                diag.runtime = for_finding(diag.code, verdict) or diag.runtime
             entry = {"path": result.path, "line": planned.line,
                      "function": planned.request.get("called_as") or planned.request["function"],
                      **summary, "inputs": verdict.get("inputs"), "seed": verdict.get("seed"),
                      "args": verdict.get("args", [])}
             if verdict.get("modes"):  # eager / tf.function / forward / second-order verdicts
                 entry["modes"] = verdict["modes"]
+            if verdict.get("claims"):  # a finding's own verdict where the function's hides it
+                entry["claims"] = verdict["claims"]
+            if verdict.get("sample"):  # the HTML report's plot data (the JSON format leaves it out)
+                entry["sample"] = verdict["sample"]
             if result.notebook is not None:  # lines of a notebook are lines of a cell
                 cell, entry["line"] = result.notebook.position(planned.line)
                 entry = {"path": entry.pop("path"), "cell": cell, **entry}

@@ -95,7 +95,9 @@ def main(argv: list[str]) -> int:
         from cglint.trace import report as trace_report
 
         try:
-            functions = trace_report.group(trace_report.read_events(events_dir))
+            from cglint.trace.notebooks import remap
+
+            functions = trace_report.group(remap(trace_report.read_events(events_dir), command))
             results, runtime = trace_report.build(functions, settings)
         except Exception as exc:  # the command wrote the events: whatever they hold, one line
             return _fail(f"cannot read what the traced command recorded: {type(exc).__name__}: {exc}"[:300])

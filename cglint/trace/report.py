@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cglint.gradcheck.report import FAILING
-from cglint.gradcheck.symptoms import shows
+from cglint.gradcheck.symptoms import for_finding
 
 _RANK = {"error": 4, "mismatch": 3, "intentional": 2, "match": 1, "skipped": 0}
 _SUMMARY_KEYS = ("verdict", "reference", "max_rel_error", "detail")
+# Carried from the worst check to the `runtime` entry for the HTML report (seed, modes, plot data).
+_REPORT_EXTRAS = ("seed", "modes", "sample", "claims")
 
 
 # The traced command writes the events; a file larger than this is not read (a runaway loop).
@@ -176,7 +178,9 @@ def verdict_of(fn: Function) -> dict:
     if fn.checks:
         worst = max(fn.checks, key=lambda c: _RANK.get(c["report"].get("verdict"), 0))
         summary = {k: worst["report"].get(k) for k in _SUMMARY_KEYS}
-        return {**summary, "checked": how_checked(worst, fn.checks), "args": worst["report"].get("args", [])}
+        extra = {k: worst["report"][k] for k in _REPORT_EXTRAS if worst["report"].get(k) is not None}
+        return {**summary, "checked": how_checked(worst, fn.checks), "args": worst["report"].get("args", []),
+                **extra}
     sig = fn.symbolic[0]["signature"] if fn.symbolic else "?"
     return {"verdict": "skipped", "reference": None, "max_rel_error": None,
             "detail": f"first called under tf.function with {sig}, and the process ended before "
@@ -218,13 +222,18 @@ def build(functions: list[Function], settings=None, cwd: Path | None = None):
         site_span = _site_span(result, fn.firstlineno) if result is not None else None
         if site_span is not None:
             start, end, line, wrapper_line = site_span
-            summary = {k: verdict.get(k) for k in _SUMMARY_KEYS}
-            for d in result.diagnostics:
-                if (start <= d.line <= end or d.line == wrapper_line) and shows(d.code, verdict):
-                    d.runtime = summary
-        runtime.append({"path": display, "function": name, "line": line,
+            book = getattr(result, "notebook", None)  # a notebook's findings count lines in cells
+            for d in result.diagnostics:  # each finding by its own claim
+                at = book.module_line(d) if book is not None else d.line
+                if start <= at <= end or at == wrapper_line:
+                    d.runtime = for_finding(d.code, verdict) or d.runtime
+        cell = None
+        if result is not None and getattr(result, "notebook", None) is not None:  # as --runtime says it
+            cell, line = result.notebook.position(line)
+        runtime.append({"path": display, **({"cell": cell} if cell is not None else {}), "function": name, "line": line,
                         **{k: verdict.get(k) for k in _SUMMARY_KEYS}, "checked": verdict["checked"],
-                        "tests": fn.contexts, "args": verdict.get("args", [])})
+                        "tests": fn.contexts, "args": verdict.get("args", []),
+                        **{k: verdict[k] for k in _REPORT_EXTRAS if k in verdict}})
     return list(results.values()), runtime
 
 
