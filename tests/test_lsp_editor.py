@@ -175,16 +175,20 @@ async def test_neovim_0_11_is_pushed_to_and_a_pyproject_edit_clears_the_finding(
         await client.stop()
 
 
+async def _until(condition) -> None:
+    """Returns once `condition()` holds: the event loop runs the client meanwhile (callers bound
+    it with wait_for, generous for a loaded machine)."""
+    while not condition():
+        await asyncio.sleep(0.02)
+
+
 @pytest.mark.asyncio(loop_scope="module")
 async def test_pull_client_with_refresh_and_watchers(tmp_path):
     caps = with_refresh(client_capabilities(NEOVIM))
     caps.workspace.did_change_watched_files = lsp.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True)
     client = await start(caps, tmp_path)
     try:
-        for _ in range(100):
-            if client.registrations:
-                break
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(_until(lambda: client.registrations), 60)  # the server registers after `initialized`
         (reg,) = client.registrations
         assert reg.method == lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES
         assert [w["globPattern"] for w in reg.register_options["watchers"]] == ["**/pyproject.toml"]
@@ -194,10 +198,7 @@ async def test_pull_client_with_refresh_and_watchers(tmp_path):
         (tmp_path / "pyproject.toml").write_text('[tool.cglint]\nignore = ["CG005"]\n')
         client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(changes=[lsp.FileEvent(
             (tmp_path / "pyproject.toml").as_uri(), lsp.FileChangeType.Changed)]))
-        for _ in range(100):
-            if client.diagnostic_refresh_count:
-                break
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(_until(lambda: client.diagnostic_refresh_count), 60)
         assert client.diagnostic_refresh_count == 1
         assert list((await pull(client, uri)).items) == []
     finally:
