@@ -139,7 +139,9 @@ def test_report_in_headless_chromium(tmp_path):
         driver.get((tmp_path / "report.html").as_uri())
         rows = driver.find_elements(By.CSS_SELECTOR, "#gradients tr.gradient")
         assert [r.get_attribute("data-verdict") for r in rows] == ["mismatch", "mismatch"]
-        assert [r.find_element(By.TAG_NAME, "code").text for r in rows] == ["tan_dense", "softsign"]
+        # named as the user reaches them: the closure built in the layer's `call`, the module's function
+        assert [r.find_element(By.TAG_NAME, "code").text for r in rows] == ["TanDense.call.<locals>.tan_dense",
+                                                                          "softsign"]
 
         # Each finding carries its own verdict, saying its own symptom: TanDense's wrong
         # derivative is confirmed apart from its (also wrong) variable order.
