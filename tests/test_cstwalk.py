@@ -10,7 +10,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from cglint.cstwalk import _TOKENS, Walker, child_fields
+from cglint.cstwalk import _TOKENS, Walker, child_fields, parents
 from cglint.rules import ALL_RULES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +92,28 @@ def test_walk_visits_what_libcst_visits(name, source):
     fast.walk(module)
     assert len(fast.events) == len(slow.events)
     assert fast.events == slow.events
+
+
+@pytest.mark.parametrize("name,source", CORPUS[::7], ids=[n for n, _ in CORPUS[::7]])
+def test_parents_are_libcsts_parents(name, source):
+    from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        pytest.skip("not parseable by libcst (a CG000 example)")
+    slow = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
+    fast = parents(module)
+    expected = {id(n): id(p) for n, p in slow.items() if type(n) not in _TOKENS and not _under_token(n, slow)}
+    assert {id(n): id(p) for n, p in fast.items()} == expected
+
+
+def _under_token(node, table) -> bool:
+    while node in table:
+        node = table[node]
+        if type(node) in _TOKENS:
+            return True
+    return False
 
 
 def test_child_order_is_source_order():

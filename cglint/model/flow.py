@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from cglint import cstwalk
 from cglint.cstwalk import Walker
 from cglint.model.ops import MULTI_OUTPUT_OPS, is_function_name, tf_op_name
 from cglint.model.scopes import Binding, Param, Scope, has_star, is_self, positional_arguments
@@ -462,32 +463,22 @@ def is_self_attr(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
 
 
-class _TensorUse(cst.CSTVisitor):
-    """Whether a name is an operand of arithmetic or an argument of a TensorFlow / Keras op."""
-
-    def __init__(self, model: ModuleModel, name: str) -> None:
-        self.model, self.name, self.found = model, name, False
-
-    def _is(self, expr: cst.BaseExpression) -> bool:
-        return isinstance(expr, cst.Name) and expr.value == self.name
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if self._is(node.left) or self._is(node.right):
-            self.found = True
-
-    def visit_Call(self, node: cst.Call) -> None:
-        qualname = self.model.qualname(node.func) or ""
-        if qualname.startswith(("tensorflow.", "keras.")) and any(self._is(a.value) for a in node.args):
-            self.found = True
-
-
 def _used_as_tensor(model: ModuleModel, site: GradientSite, name: str) -> bool:
-    """The forward or a grad fn uses input `name` as one tensor (`2 * x`, `tf.tan(x)`): the count
-    of one that no call states is then a fair reading of the code, not a guess about a structure."""
-    visitor = _TensorUse(model, name)
-    site.forward.visit(visitor)
-    return visitor.found
+    """The forward or a grad fn uses input `name` as one tensor (`2 * x`, `tf.tan(x)`): an operand
+    of arithmetic or an argument of a TensorFlow / Keras op. The count of one that no call states
+    is then a fair reading of the code, not a guess about a structure."""
 
+    def named(expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Name) and expr.value == name
+
+    for node in cstwalk.nodes(site.forward):
+        if isinstance(node, cst.BinaryOperation) and (named(node.left) or named(node.right)):
+            return True
+        if isinstance(node, cst.Call) and any(named(a.value) for a in node.args):
+            qualname = model.qualname(node.func) or ""
+            if qualname.startswith(("tensorflow.", "keras.")):
+                return True
+    return False
 
 
 def _one_kind(kinds: set) -> str:

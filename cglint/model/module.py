@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from cglint import cstwalk
 from cglint.model.boundaries import BoundaryQueries
 from cglint.model.decorators import DecoratorQueries
 from cglint.model.flow import FlowQueries
@@ -263,10 +264,7 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         assignment?); the parent table is built on first use, so linting never pays for it."""
         parents = self.__dict__.get("_parents")
         if parents is None:
-            from libcst.metadata import MetadataWrapper, ParentNodeProvider
-
-            parents = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
-            self.__dict__["_parents"] = parents
+            parents = self.__dict__["_parents"] = cstwalk.parents(self.module)
         return parents.get(node)
 
     @property
