@@ -46,7 +46,14 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
     """Results in the order of `paths`. A path that cannot be read (OSError) or that cglint
     fails on (engine.InternalError) is handed to `on_error` and left out; without `on_error`
     the exception propagates."""
+    with quickscan.listings():
+        return _lint_paths(paths, codes_for, cache, jobs, on_error)
+
+
+def _lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], cache: Cache | None,
+                jobs: int | None, on_error: Callable[[str, Exception], None] | None) -> list[FileResult]:
     results: list[FileResult | None] = [None] * len(paths)
+    generation = quickscan.generation()
     todo: list[tuple[int, str, str, list[str]]] = []
     for i, path in enumerate(paths):
         notebook = path.endswith(".ipynb")
@@ -69,13 +76,24 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
                 raise
             on_error(path, exc)
             continue
-        reaches = (True, {}) if files.may_hold_site(source) else quickscan.calls_project_site(source, path)
+        if files.may_hold_site(source):
+            reaches: tuple[bool, dict[str, str]] = (True, {})
+        else:
+            # An entry means a full lint of this text, valid while the modules it read are
+            # unchanged: the answer whatever the prefilter says now (it never hides a finding),
+            # without building the project index to ask it.
+            hit = cache.get(path, source, codes) if cache is not None else None
+            if hit is not None:
+                results[i] = hit
+                continue
+            reaches = quickscan.calls_project_site(source, path)
         if not reaches[0]:
             # Nothing to report, and no code frame to print: the text is not kept. Quiet for
-            # good only when no project module it imports could make it matter.
+            # good when no project module it imports could make it matter, else for as long as
+            # every module the project index read is unchanged.
             results[i] = FileResult(path, "", [], parsed=False)
-            if cache is not None and not reaches[1]:
-                cache.remember_quiet(path, read.identity)
+            if cache is not None:
+                cache.remember_quiet(path, read.identity, project=bool(reaches[1]))
             continue
         if cache is not None:
             hit = cache.get(path, source, codes)
@@ -99,7 +117,8 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
             cache.put(path, source, codes, result)
         results[i] = result
     if cache is not None:
-        cache.save()
+        # Files quiet by the project index are kept only if one index decided them all.
+        cache.save(quickscan.snapshot() if quickscan.generation() == generation else None)
     return [r for r in results if r is not None]
 
 
