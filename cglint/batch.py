@@ -42,20 +42,23 @@ def job_count(requested: int | None, files_to_parse: int) -> int:
 
 def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
                cache: Cache | None = None, jobs: int | None = None,
-               on_error: Callable[[str, Exception], None] | None = None) -> list[FileResult]:
+               on_error: Callable[[str, Exception], None] | None = None,
+               progress: Callable[[int, int], None] | None = None) -> list[FileResult]:
     """Results in the order of `paths`. A path that cannot be read (OSError) or that cglint
     fails on (engine.InternalError) is handed to `on_error` and left out; without `on_error`
-    the exception propagates."""
+    the exception propagates. `progress(done, total)` is told as files are done."""
     with quickscan.listings():
-        return _lint_paths(paths, codes_for, cache, jobs, on_error)
+        return _lint_paths(paths, codes_for, cache, jobs, on_error, progress or (lambda done, total: None))
 
 
 def _lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], cache: Cache | None,
-                jobs: int | None, on_error: Callable[[str, Exception], None] | None) -> list[FileResult]:
+                jobs: int | None, on_error: Callable[[str, Exception], None] | None,
+                progress: Callable[[int, int], None]) -> list[FileResult]:
     results: list[FileResult | None] = [None] * len(paths)
     generation = quickscan.generation()
     todo: list[tuple[int, str, str, list[str]]] = []
     for i, path in enumerate(paths):
+        progress(i - len(todo), len(paths))
         notebook = path.endswith(".ipynb")
         if cache is not None and not notebook and cache.quiet(path):
             results[i] = FileResult(path, "", [], parsed=False)  # unchanged, and it had nothing to lint
@@ -107,7 +110,8 @@ def _lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], cac
         done = _in_pool(todo, n_jobs)
     else:
         done = (_lint_one((path, source, codes)) for _, path, source, codes in todo)
-    for (i, path, source, codes), result in zip(todo, done):
+    for n, ((i, path, source, codes), result) in enumerate(zip(todo, done), 1):
+        progress(len(paths) - len(todo) + n, len(paths))
         if isinstance(result, engine.InternalError):
             if on_error is None:
                 raise result
@@ -116,6 +120,7 @@ def _lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], cac
         if cache is not None:
             cache.put(path, source, codes, result)
         results[i] = result
+    progress(len(paths), len(paths))
     if cache is not None:
         # Files quiet by the project index are kept only if one index decided them all.
         cache.save(quickscan.snapshot() if quickscan.generation() == generation else None)
