@@ -580,7 +580,10 @@ def listings():
     """While the tree does not change (one command-line run), the index resolves imports from
     one listing per directory; after, from the file system again (a long-lived host sees new
     files), with resolutions it remembers kept as before."""
-    global _listings_on
+    global _listings_on, _index, _generation
+    if _index.imports:  # an earlier run's resolutions may be stale now: `snapshot` vouches only for its own
+        _index = _Index()
+        _generation += 1
     _listings_on = True
     try:
         yield
