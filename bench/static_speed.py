@@ -70,6 +70,7 @@ def main() -> int:
     ap.add_argument("trees", nargs="*", type=Path)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--flake8-runs", type=int, default=3, help="flake8 is slow: fewer runs")
+    ap.add_argument("--cold-runs", type=int, default=None, help="runs of the cold cglint rows (default: --runs)")
     args = ap.parse_args()
     trees = args.trees or default_trees()
     if not trees:
@@ -98,7 +99,8 @@ def main() -> int:
         tools["ruff default"] = ([ruff, "check", "--no-cache", "--isolated", "--exit-zero", "--quiet"], (0,))
     tools["flake8 F821"] = ([sys.executable, "-m", "flake8", "--isolated", "--select", "F821", "--exit-zero"], (0,))
 
-    print(f"Static speed: median of {args.runs} alternating runs (flake8: {args.flake8_runs}), wall clock; "
+    print(f"Static speed: median of {args.runs} alternating runs (flake8: {args.flake8_runs}, cglint cold: "
+          f"{args.runs if args.cold_runs is None else args.cold_runs}), CPU time and wall clock; "
           f"Python {sys.version.split()[0]}, {version or 'ruff not installed'}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f} at the start\n")
     try:
@@ -114,6 +116,8 @@ def main() -> int:
             for i in range(args.runs):
                 for name, (cmd, ok) in tools.items():
                     if name.startswith("flake8") and i >= args.flake8_runs:
+                        continue
+                    if "cold" in name and args.cold_runs is not None and i >= args.cold_runs:
                         continue
                     seconds, mib, out, used = timed_run(cmd + [str(tree)], env, ok)
                     samples[name].append((seconds, mib))
