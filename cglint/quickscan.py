@@ -328,7 +328,7 @@ class _Index:
             if (None if now is None else (now[3], now[2])) != stamp:
                 return None
             out[path] = now
-        if any(i is not None and (i[3] > recent or i[4] > recent) for i in out.values()):
+        if any(i is not None and i[3] > recent for i in out.values()):  # as Cache.remember_quiet
             return None
         return out
 
@@ -581,9 +581,9 @@ def listings():
     one listing per directory; after, from the file system again (a long-lived host sees new
     files), with resolutions it remembers kept as before."""
     global _listings_on, _index, _generation
-    if _index.imports:  # an earlier run's resolutions may be stale now: `snapshot` vouches only for its own
-        _index = _Index()
-        _generation += 1
+    # A fresh index: an earlier run's resolutions may be stale now (`snapshot` vouches only for its own).
+    _index = _Index()
+    _generation += 1
     _listings_on = True
     try:
         yield
