@@ -15,14 +15,16 @@ class GradientDtype(Rule):
     Flags an input gradient whose dtype the code fixes (`tf.cast(g, tf.float32)`,
     `tf.constant(..., dtype=tf.float64)`, arithmetic with such a value) to something other
     than what the module says its input holds: a call in the module passes a tensor of another
-    dtype, the forward itself casts the input to that dtype (so the input comes in another one:
-    a float16 input computed in float32 under mixed precision), or the module sets a
-    `mixed_float16`/`mixed_bfloat16` policy for a Keras layer. Where the module says nothing
-    of the input's dtype, a gradient fixed to float16, bfloat16 or float64 is flagged too:
-    TensorFlow makes float32 tensors from Python floats (float64 from NumPy arrays), so only a
-    caller the module does not show could make it right; a fixed float32, the default, is not
-    judged blind. A gradient whose dtype follows the input (`tf.cast(g, x.dtype)`, `dy * ...`)
-    is never flagged.
+    dtype (`tf.constant([1.0, 2.0])` and `tf.random.normal(shape)` are float32, `tf.Variable(3.0)`
+    too); the forward combines the input (or a value made from it, `tf.tanh(x)`) with a tensor
+    of another dtype (`x * scale` for a `tf.Variable(3.0)`, `x @ kernel`: TensorFlow's ops take
+    operands of one dtype, so the forward runs only for that dtype); the forward itself casts
+    the input to that dtype (so the input comes in another one: a float16 input computed in
+    float32 under mixed precision); or the module sets a `mixed_float16`/`mixed_bfloat16`
+    policy for a Keras layer. Where the module says nothing of the input's dtype, nothing is
+    assumed and nothing is flagged (a caller elsewhere may pass exactly that dtype: check it
+    with `--runtime`). A gradient whose dtype follows the input (`tf.cast(g, x.dtype)`,
+    `dy * ...`) is never flagged.
 
     ## Why is this bad?
     TensorFlow's `custom_gradient` does not check the dtypes the grad fn returns (verified on
@@ -123,6 +125,38 @@ def log1pexp(x):
 y = log1pexp(ops.convert_to_tensor([0.5, 2.0], dtype="float32"))
 ''',
             at="14:16"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+scale = tf.Variable(3.0, name="scale")
+
+
+@tf.custom_gradient
+def scaled(x):
+    def grad(dy, variables=None):
+        return tf.cast(dy * scale, tf.float16), [tf.reduce_sum(dy * x) for _ in variables]
+
+    return x * scale, grad
+''',
+            at="10:16"),
+        Invalid(
+            '''
+import tensorflow as tf
+
+@tf.custom_gradient
+def log_marginal(scores):
+    def grad(dy):
+        p = tf.nn.softmax(scores)
+        return tf.cast(dy[:, None] * p, tf.float64)
+
+    return tf.reduce_logsumexp(scores, axis=-1), grad
+
+
+SCORES = tf.constant([[-1.0, -2.0], [0.5, 0.1]])
+marginal = log_marginal(SCORES)
+''',
+            at="8:16"),
     ]
     VALID = [
         '''
@@ -170,6 +204,36 @@ def scale(x):
     return x * 3.0, lambda dy: dy * np.full([2], 3.0)
 
 y = scale(tf.constant([1.0, 2.0]))
+''',
+        '''
+import tensorflow as tf
+
+half_scale = tf.Variable(3.0, dtype=tf.float16)
+
+
+@tf.custom_gradient
+def scaled(x):
+    def grad(dy, variables=None):
+        return tf.cast(dy * half_scale, tf.float16), [tf.reduce_sum(dy * x) for _ in variables]
+
+    return x * half_scale, grad
+''',
+        '''
+import tensorflow as tf
+
+gain = tf.Variable(2.0)
+
+
+@tf.custom_gradient
+def magnitude(z):
+    # |z| of a complex input is float32 whatever `z` is: it says nothing of `z`'s dtype
+    m = tf.abs(z) * gain
+
+    def grad(dy, variables=None):
+        g = tf.cast(dy * gain, tf.complex64) * z / tf.cast(tf.abs(z), tf.complex64)
+        return g, [tf.reduce_sum(dy * tf.abs(z))]
+
+    return m, grad
 ''',
     ]
 
