@@ -87,3 +87,58 @@ def tempered(logits):
     return logits / t, grad
 '''})
     assert ("CG004", 11) in _codes(pkg / "ops.py")
+
+
+SCALE_OPS = '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scale(x):
+    def grad(dy):
+        return tf.cast(dy * 2.0, tf.float32)
+
+    return x * 2.0, grad
+'''
+
+SCALE_CALLER = '''
+import tensorflow as tf
+from .ops import scale
+
+x = tf.constant([1.0, 2.0], dtype=tf.float64)
+y = scale({arg})
+'''
+
+
+def _lint_unfiltered(path):
+    from cglint.engine import lint_source
+
+    return [(d.code, d.line) for d in lint_source(path.read_text(), str(path), prefilter=False).diagnostics]
+
+
+def test_gradient_dtype_judged_at_a_call_in_another_module(tmp_path):
+    """The module defining `scale` does not see its callers; the caller shows a float64 input
+    for a gradient fixed to float32 (TensorFlow 2.21: 'expected to be a double tensor but is a
+    float tensor' in the gradient of the op that made it), and the finding is at its call."""
+    pkg = _package(tmp_path, {"ops.py": SCALE_OPS, "main.py": SCALE_CALLER.format(arg="x"),
+                              "ok.py": SCALE_CALLER.format(arg="tf.cast(x, tf.float32)")})
+    assert _codes(pkg / "ops.py") == []
+    assert _lint_unfiltered(pkg / "main.py") == [("CG016", 6)]
+    assert _lint_unfiltered(pkg / "ok.py") == []
+
+
+import pytest  # noqa: E402
+
+
+def test_gradient_dtype_at_a_call_in_another_module_through_the_prefilter(tmp_path):
+    pkg = _package(tmp_path, {"ops.py": SCALE_OPS, "main.py": SCALE_CALLER.format(arg="x")})
+    assert _codes(pkg / "main.py") == [("CG016", 6)]
+
+
+@pytest.mark.xfail(strict=True, reason="the prefilter skips a module that mentions no custom gradient and makes "
+                                       "no keyword call, though it calls a project one")
+def test_gradient_dtype_at_a_positional_only_call_in_another_module(tmp_path):
+    caller = SCALE_CALLER.replace("tf.constant([1.0, 2.0], dtype=tf.float64)", "tf.cast(tf.constant([1.0, 2.0]), tf.float64)")
+    pkg = _package(tmp_path, {"ops.py": SCALE_OPS, "main.py": caller.format(arg="x")})
+    assert _lint_unfiltered(pkg / "main.py") == [("CG016", 6)]
+    assert _codes(pkg / "main.py") == [("CG016", 6)]

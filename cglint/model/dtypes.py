@@ -106,10 +106,11 @@ def fixed_dtype(model: ModuleModel, expr: cst.BaseExpression | None, scope: Scop
         return fixed_dtype(model, expr.value, scope, depth + 1, defaults)
     if isinstance(expr, cst.Name):
         found = []
-        for value in model.resolve(expr, scope):
+        # `values`: a name imported from a project module is read there (`from .data import x`)
+        for owner, value, where in model.values(expr, scope):
             if isinstance(value, Param) or value is None or value is expr or not isinstance(value, cst.BaseExpression):
                 return None
-            found.append(fixed_dtype(model, value, model.scope_of.get(value, scope), depth + 1, defaults))
+            found.append(fixed_dtype(owner, value, owner.scope_of.get(value, where), depth + 1, defaults))
         if found and all(f is not None for f in found) and len({f[0] for f in found}) == 1:
             return found[0]
         return None

@@ -2,8 +2,11 @@
 
 from typing import Iterator
 
+import libcst as cst
+
 from cglint.diagnostics import Finding
-from cglint.model import GradientSite
+from cglint.model import GradientSite, ModuleModel
+from cglint.model.scopes import argument
 from cglint.model.dtypes import fixed_dtype, forward_casts, input_dtype_evidence
 from cglint.rules.base import Invalid, Rule
 
@@ -239,36 +242,69 @@ def magnitude(z):
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         model = site.model
-        for grad in site.grad_fns:
-            for ret in grad.returns:
-                if ret.value is None:
+        for index, name, dtype, node in _fixed_gradients(site):
+            evidence = input_dtype_evidence(model, site, index)
+            if evidence is not None and evidence[0] != dtype:
+                why = f"`{name}` is {evidence[0]} ({evidence[1]})"
+            elif (cast := forward_casts(model, site, name)) is not None and cast[0] == dtype:
+                why = (f"the forward casts `{name}` to {dtype}, so `{name}` comes in another dtype "
+                       "(float16 under mixed precision)")
+            else:
+                # Without evidence of the input's dtype nothing is assumed (no float32
+                # default): a caller in another module may pass exactly this dtype.
+                continue
+            yield Finding(
+                node,
+                f"The gradient for `{name}` is fixed to {dtype} here, but {why}: TensorFlow accepts a "
+                f"gradient of another dtype silently and the op that made `{name}` fails in its own "
+                f"gradient ('expected ... tensor but is a ... tensor'); return `tf.cast(g, {name}.dtype)`",
+            )
+
+    def check(self, model: ModuleModel) -> Iterator[Finding]:
+        """Also the calls this module makes to a custom-gradient function of another project
+        module (`from .ops import scale; scale(tf.constant(x, tf.float64))`): the module that
+        defines the function does not see what its callers pass, so the finding is at the call."""
+        yield from super().check(model)
+        if not model.project_imports and not model.star_imports:
+            return
+        for call, scope in model.all_calls:
+            if not call.args:
+                continue
+            site = model.site_called_by(call, scope)
+            if site is None or site.model is model:
+                continue
+            for index, name, dtype, node in _fixed_gradients(site):
+                arg = argument(call, index)
+                passed = fixed_dtype(model, arg, scope, defaults=True) if arg is not None else None
+                if passed is None or passed[0] == dtype:
                     continue
-                value = ret.value
-                # `(input_grads, var_grads)`: when the forward reads variables, or the grad fn
-                # takes `variables` and there is one input (so a pair cannot be two input grads).
-                if site.trainable_variables or (grad.variables_param and len(site.inputs) == 1 and ret.pair):
-                    if ret.pair is None:
-                        continue
-                    value = ret.pair[0]
-                grads = model.literal_elements(value, grad.scope) if len(site.inputs) != 1 else [value]
-                for index, (name, g) in enumerate(zip(site.inputs, grads or [])):
-                    fixed = fixed_dtype(model, g, grad.scope)
-                    if fixed is None:
-                        continue
-                    dtype, node = fixed
-                    evidence = input_dtype_evidence(model, site, index)
-                    if evidence is not None and evidence[0] != dtype:
-                        why = f"`{name}` is {evidence[0]} ({evidence[1]})"
-                    elif (cast := forward_casts(model, site, name)) is not None and cast[0] == dtype:
-                        why = (f"the forward casts `{name}` to {dtype}, so `{name}` comes in another dtype "
-                               "(float16 under mixed precision)")
-                    else:
-                        # Without evidence of the input's dtype nothing is assumed (no float32
-                        # default): a caller in another module may pass exactly this dtype.
-                        continue
-                    yield Finding(
-                        node,
-                        f"The gradient for `{name}` is fixed to {dtype} here, but {why}: TensorFlow accepts a "
-                        f"gradient of another dtype silently and the op that made `{name}` fails in its own "
-                        f"gradient ('expected ... tensor but is a ... tensor'); return `tf.cast(g, {name}.dtype)`",
-                    )
+                line = site.model.module.code_for_node(node).strip().splitlines()[0]
+                yield Finding(
+                    arg,
+                    f"This call passes a {passed[0]} tensor as `{name}` to `{site.name}`, whose gradient for "
+                    f"`{name}` is fixed to {dtype} (`{line}`): TensorFlow accepts a gradient of another dtype "
+                    f"silently and the op that made `{name}` fails in its own gradient ('expected ... tensor but "
+                    f"is a ... tensor'); return `tf.cast(g, {name}.dtype)` there",
+                )
+
+
+def _fixed_gradients(site: GradientSite) -> Iterator[tuple[int, str, str, cst.CSTNode]]:
+    """(input index, input name, dtype, the node fixing it) for each input gradient the grad
+    fns build in a fixed dtype."""
+    model = site.model
+    for grad in site.grad_fns:
+        for ret in grad.returns:
+            if ret.value is None:
+                continue
+            value = ret.value
+            # `(input_grads, var_grads)`: when the forward reads variables, or the grad fn
+            # takes `variables` and there is one input (so a pair cannot be two input grads).
+            if site.trainable_variables or (grad.variables_param and len(site.inputs) == 1 and ret.pair):
+                if ret.pair is None:
+                    continue
+                value = ret.pair[0]
+            grads = model.literal_elements(value, grad.scope) if len(site.inputs) != 1 else [value]
+            for index, (name, g) in enumerate(zip(site.inputs, grads or [])):
+                fixed = fixed_dtype(model, g, grad.scope)
+                if fixed is not None:
+                    yield index, name, fixed[0], fixed[1]
