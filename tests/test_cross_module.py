@@ -25,7 +25,7 @@ def gelu_tanh(x):
 
 def _package(tmp_path, files):
     pkg = tmp_path / "pkg"
-    pkg.mkdir()
+    pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     for name, text in files.items():
         (pkg / name).write_text(textwrap.dedent(text))
@@ -142,3 +142,39 @@ def test_gradient_dtype_at_a_positional_only_call_in_another_module(tmp_path):
     pkg = _package(tmp_path, {"ops.py": SCALE_OPS, "main.py": caller.format(arg="x")})
     assert _lint_unfiltered(pkg / "main.py") == [("CG016", 6)]
     assert _codes(pkg / "main.py") == [("CG016", 6)]
+
+
+GATED_OPS = '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def gated_sum(pair, gate):
+    a, b = pair
+
+    def grad(dy):
+        return {ret}
+
+    return gate * a + (1.0 - gate) * b, grad
+'''
+
+GATED_CALLER = '''
+import tensorflow as tf
+from . import ops
+
+
+def merge(left, right, gate):
+    return ops.gated_sum([left, right], gate)
+'''
+
+
+def test_input_gradient_count_judged_at_a_call_passing_a_structure(tmp_path):
+    """`[left, right]` is two inputs to TensorFlow: three gradients are due (TensorFlow 2.21
+    raises 'expected to return 3 gradients' for two); the defining module cannot see it."""
+    wrong = _package(tmp_path / "wrong", {"ops.py": GATED_OPS.format(ret="dy * gate, dy * (a - b)"),
+                                          "main.py": GATED_CALLER})
+    right = _package(tmp_path / "right", {"ops.py": GATED_OPS.format(ret="[dy * gate, dy * (1.0 - gate)], dy * (a - b)"),
+                                          "main.py": GATED_CALLER})
+    assert _codes(wrong / "ops.py") == []
+    assert [c for c in _lint_unfiltered(wrong / "main.py") if c[0] == "CG007"] == [("CG007", 7)]
+    assert [c for c in _lint_unfiltered(right / "main.py") if c[0] == "CG007"] == []
