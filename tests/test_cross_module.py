@@ -178,3 +178,62 @@ def test_input_gradient_count_judged_at_a_call_passing_a_structure(tmp_path):
     assert _codes(wrong / "ops.py") == []
     assert [c for c in _lint_unfiltered(wrong / "main.py") if c[0] == "CG007"] == [("CG007", 7)]
     assert [c for c in _lint_unfiltered(right / "main.py") if c[0] == "CG007"] == []
+
+
+SCALE_W_OPS = '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def scale(x, w):
+    def grad(dy):
+        return dy * w, tf.reduce_sum(dy * x, axis=0)
+
+    return x * w, grad
+'''
+
+SCALE_W_LAYER = '''
+import keras
+from .ops import scale
+
+
+class Scale(keras.layers.Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="w")
+
+    def call(self, x):
+        return scale(x, {arg})
+'''
+
+
+def test_keras_weight_passed_to_another_modules_op(tmp_path):
+    """TensorFlow 2.21 + Keras 3: the `keras.Variable` passed positionally raises "grad_fn must
+    accept keyword argument 'variables'"; its `.value` is a plain input and trains."""
+    pkg = _package(tmp_path, {"ops.py": SCALE_W_OPS, "layer.py": SCALE_W_LAYER.format(arg="self.w"),
+                              "ok.py": SCALE_W_LAYER.format(arg="self.w.value")})
+    assert _codes(pkg / "ops.py") == []
+    assert [c for c in _codes(pkg / "layer.py") if c[0] == "CG004"] == [("CG004", 11)]
+    assert [c for c in _codes(pkg / "ok.py") if c[0] == "CG004"] == []
+
+
+STE_OPS = '''
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def ste_sign(x, clip_value=1.0):
+    def grad(dy):
+        return dy * tf.cast(tf.abs(x) <= clip_value, dy.dtype)
+
+    return tf.sign(x), grad
+'''
+
+
+def test_defaulted_input_passed_at_another_modules_call(tmp_path):
+    """`ste_sign(w, 0.5)` makes the default an input: TensorFlow 2.21 raises 'expected to return
+    2 gradients, but returned 1'; `ste_sign(w)` is right."""
+    caller = "from .ops import ste_sign\n\n\ndef binarize(w):\n    return ste_sign({args})\n"
+    pkg = _package(tmp_path, {"ops.py": STE_OPS, "main.py": caller.format(args="w, 0.5"),
+                              "ok.py": caller.format(args="w")})
+    assert [c for c in _lint_unfiltered(pkg / "main.py") if c[0] == "CG010"] == [("CG010", 5)]
+    assert [c for c in _lint_unfiltered(pkg / "ok.py") if c[0] == "CG010"] == []
