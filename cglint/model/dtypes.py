@@ -64,12 +64,15 @@ _BINARY = {"tensorflow.multiply", "tensorflow.math.multiply", "tensorflow.add", 
            "tensorflow.truediv", "tensorflow.math.truediv", "tensorflow.matmul", "tensorflow.linalg.matmul",
            "tensorflow.maximum", "tensorflow.math.maximum", "tensorflow.minimum", "tensorflow.math.minimum",
            "tensorflow.pow", "tensorflow.math.pow", "tensorflow.math.squared_difference"}
-# Ops among those whose result has another dtype than their input (a complex input's `abs`,
-# comparisons, indices).
+# Ops among those whose result has another dtype than their input (a complex input's `abs` or
+# variance, comparisons, indices): the tf.math / tf.nn functions TensorFlow 2.21 gives another
+# dtype for a float32 or complex64 argument, and the comparisons.
 _NEW_DTYPE = frozenset({"abs", "real", "imag", "angle", "argmax", "argmin", "count_nonzero", "equal", "not_equal",
                         "greater", "greater_equal", "less", "less_equal", "is_nan", "is_inf", "is_finite",
                         "logical_and", "logical_or", "logical_not", "logical_xor", "top_k", "in_top_k", "bincount",
-                        "reduce_all", "reduce_any", "zero_fraction", "approx_max_k", "approx_min_k"})
+                        "reduce_all", "reduce_any", "zero_fraction", "approx_max_k", "approx_min_k",
+                        "is_non_decreasing", "is_strictly_increasing", "isotonic_regression", "reduce_std",
+                        "reduce_variance", "ctc_unique_labels"})
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.MatrixMultiply, cst.Power)
 
 
