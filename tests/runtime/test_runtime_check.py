@@ -793,6 +793,49 @@ def test_keras_int8_layer_pattern_is_a_straight_through_estimator():
     assert "`cast`" in r.detail
 
 
+def test_keras_int8_layer_with_its_kernel_as_inputs_is_a_straight_through_estimator():
+    """Keras 3.15's `Dense._int8_call`: the int8 kernel and its scale are inputs of the custom
+    gradient, whose grad fn returns None for both. The stopped scale stays a stop, the input's
+    gradient is the straight-through one."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+    from keras import ops
+
+    q_kernel, k_scale = keras.quantizers.abs_max_quantize(tf.constant([[0.5, -0.3], [0.1, 0.7], [-0.6, 0.4]]),
+                                                          axis=0, to_numpy=False)
+
+    @ops.custom_gradient
+    def matmul_with_inputs_gradient(inputs, kernel, kernel_scale):
+        def grad_fn(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            float_kernel = ops.divide(ops.cast(kernel, "float32"), kernel_scale)
+            return ops.matmul(upstream, ops.transpose(float_kernel)), None, None
+
+        q_in, in_scale = keras.quantizers.abs_max_quantize(inputs, axis=-1)
+        x = ops.cast(ops.matmul(q_in, kernel), "float32")
+        return ops.divide(x, ops.multiply(kernel_scale, in_scale)), grad_fn
+
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]])
+    r = check_gradient(matmul_with_inputs_gradient, x, tf.convert_to_tensor(q_kernel), k_scale)
+    assert r.verdict == "intentional" and r.detail.startswith("straight-through estimator"), r.detail
+    verdicts = {a.name: (a.verdict, a.detail) for a in r.args}
+    assert verdicts["inputs"][0] == "intentional" and verdicts["inputs"][1].startswith("straight-through"), verdicts
+    assert verdicts["kernel_scale"] == ("intentional", "gradient stopped: the grad fn returns None for kernel_scale")
+
+    # The same layer with a grad fn that forgets the scale: still a mismatch.
+    @ops.custom_gradient
+    def unscaled(inputs, kernel, kernel_scale):
+        def grad_fn(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            return ops.matmul(upstream, ops.transpose(ops.cast(kernel, "float32"))), None, None
+
+        q_in, in_scale = keras.quantizers.abs_max_quantize(inputs, axis=-1)
+        x = ops.cast(ops.matmul(q_in, kernel), "float32")
+        return ops.divide(x, ops.multiply(kernel_scale, in_scale)), grad_fn
+
+    assert check_gradient(unscaled, x, tf.convert_to_tensor(q_kernel), k_scale).verdict == "mismatch"
+
+
 def test_a_first_order_custom_gradient_that_drops_the_second_derivative_is_said_by_default():
     """An elementwise forward costs two more passes to differentiate twice: by default the second
     derivative is compared too, and one the grad fn drops (a stop_gradient around sigmoid) is a
