@@ -82,15 +82,37 @@ _LIBRARIES = ("tensorflow", "keras", "tf_keras")
 _OWN_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
+@functools.lru_cache(maxsize=1)
+def _included(spec: str) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+    """`cglint trace --include` (CGLINT_TRACE_INCLUDE, entries separated by os.pathsep): import
+    names (`keras`, `keras.src.layers`) as path components under site-packages, and directories."""
+    names, dirs = [], []
+    for entry in filter(None, spec.split(os.pathsep)):
+        if os.sep in entry or os.path.isdir(entry):
+            dirs.append(os.path.realpath(entry).rstrip(os.sep) + os.sep)
+        else:
+            names.append(tuple(entry.split(".")))
+    return tuple(names), tuple(dirs)
+
+
 def is_library(path: str) -> bool:
     """Custom gradients of TensorFlow, Keras and cglint itself are not the user's (Keras is
-    often imported after TensorFlow, so this goes by path, not by loaded packages)."""
+    often imported after TensorFlow, so this goes by path, not by loaded packages), unless
+    `cglint trace --include` names the package or directory: then they are checked too."""
     path = os.path.realpath(path)
     if path.startswith(_OWN_DIR):
         return True
     parts = path.split(os.sep)
-    return any(parts[i] in ("site-packages", "dist-packages") and parts[i + 1] in _LIBRARIES
-               for i in range(len(parts) - 1))
+    names, dirs = _included(os.environ.get("CGLINT_TRACE_INCLUDE", ""))
+    if any(path.startswith(d) for d in dirs):
+        return False
+    for i in range(len(parts) - 1):
+        if parts[i] in ("site-packages", "dist-packages"):
+            if any(tuple(parts[i + 1:i + 1 + len(n)]) == n for n in names):
+                return False
+            if parts[i + 1] in _LIBRARIES:
+                return True
+    return False
 
 
 def _is_tensor(x) -> bool:
