@@ -331,26 +331,31 @@ def corpus_root(tmp_path_factory):
     return root
 
 
-def test_the_corpus_exercises_every_rule(corpus_root):
-    codes = {k[5] for keys in reference(corpus_root).values() for k in keys}
+@pytest.fixture(scope="module")
+def expected(corpus_root):
+    """`engine.lint_file`'s answer, once per worker: every entry point is compared with it."""
+    return reference(corpus_root)
+
+
+def test_the_corpus_exercises_every_rule(corpus_root, expected):
+    codes = {k[5] for keys in expected.values() for k in keys}
     assert {r.code for r in ALL_RULES if r.code != "CG100"} <= codes
     assert any(p.endswith(".ipynb") for p in _paths(corpus_root))
 
 
 # One test per entry point: they are independent, so xdist spreads them over its workers.
 @pytest.mark.parametrize("entry", ENTRY_POINTS, ids=[e.__name__ for e in ENTRY_POINTS])
-def test_every_entry_point_gives_the_same_findings(corpus_root, entry):
-    assert differences(corpus_root, [entry]) == []
+def test_every_entry_point_gives_the_same_findings(corpus_root, expected, entry):
+    assert differences(corpus_root, [entry], expected) == []
 
 
-def test_a_differing_entry_point_is_caught(corpus_root, monkeypatch):
+def test_a_differing_entry_point_is_caught(corpus_root, expected, monkeypatch):
     """The comparison fails when one way of asking answers differently: JSON output that drops
     one finding, and the reduced-parse bug this test was written against (the text report
     linted a module without its module-level `with` block holding the variables, so the
     grad fn's CG002 became CG007)."""
     from cglint.report import json_format
 
-    expected = reference(corpus_root)
     assert [k[5] for k in expected["corpus/scope_vars.py"]] == ["CG002"]
     real_render = json_format.render
 

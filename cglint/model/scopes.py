@@ -66,14 +66,24 @@ class Scope:
     # bound unconditionally, directly in the body rather than under an if/loop/try).
     order: dict[str, list[tuple[int, bool]]] = field(default_factory=dict)
 
+    # `visible`'s answers: the evaluator asks the same (name, read) thousands of times per site.
+    _visible: dict[tuple[str, int | None], list[Binding]] = field(default_factory=dict, repr=False)
+
     def bind(self, name: str, value: Binding, seq: int = -1, sure: bool = False) -> None:
         self.bindings.setdefault(name, []).append(value)
         self.order.setdefault(name, []).append((seq, sure))
+        self._visible.clear()
 
     def visible(self, name: str, before: int | None) -> list[Binding]:
         """The bindings of `name` a read can see: from the last unconditional one on. A read in
         this scope (`before` = its position) sees those made before it; a read in a nested
         function (`before` None: a grad fn runs after the forward returned) sees the last."""
+        known = self._visible.get((name, before))
+        if known is None:
+            known = self._visible[(name, before)] = self._see(name, before)
+        return known
+
+    def _see(self, name: str, before: int | None) -> list[Binding]:
         values = self.bindings.get(name, [])
         order = self.order.get(name, [])
         if len(order) != len(values):

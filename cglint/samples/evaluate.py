@@ -81,6 +81,8 @@ _CONSTANTS = {"numpy.pi": math.pi, "math.pi": math.pi, "numpy.e": math.e, "math.
               "tensorflow.newaxis": None, "numpy.newaxis": None}
 
 
+_NUMBER_LITERALS: dict[str, float] = {}
+
 class Evaluator(Interpreter):
     """Values of expressions of one module at one point, given values for some parameters
     (`env`: the Param bindings by node identity) and variables (`variables`: by the call that
@@ -114,7 +116,12 @@ class Evaluator(Interpreter):
             raise Unknown("too deep")
         d = depth + 1
         if isinstance(expr, (cst.Integer, cst.Float)):
-            return float(expr.evaluated_value)
+            number = _NUMBER_LITERALS.get(expr.value)
+            if number is None:  # `evaluated_value` compiles the literal: once per spelling
+                if len(_NUMBER_LITERALS) > 4096:
+                    _NUMBER_LITERALS.clear()
+                number = _NUMBER_LITERALS[expr.value] = float(expr.evaluated_value)
+            return number
         if isinstance(expr, cst.Name):
             if expr.value in ("True", "False", "None"):
                 return {"True": True, "False": False, "None": None}[expr.value]
