@@ -857,3 +857,29 @@ def test_a_first_order_custom_gradient_that_drops_the_second_derivative_is_said_
                              "gets the wrong one)"), r.detail
     r = check_gradient(softplus, x)
     assert (r.verdict, r.modes["second-order"], r.detail) == ("match", "match", "matches autodiff to 0")
+
+
+def _phase_shift(dphi_of):
+    @tf.custom_gradient
+    def phase_shift(phi, amp):
+        rot = tf.exp(tf.complex(tf.zeros_like(phi), phi))
+        out = rot * amp
+        return out, lambda dy: (dphi_of(dy, out), dy * tf.math.conj(rot))
+
+    return phase_shift
+
+
+def test_a_real_input_of_a_complex_output_missing_the_conjugate_is_named():
+    """piquasso#216: a real phase's gradient Re(u * i out) where TensorFlow's is
+    Re(u * conj(i out)); with a real upstream the two agree, so it hides."""
+    phi = tf.constant([0.3, 1.1, -0.4])
+    amp = tf.constant([1.0 + 0.5j, 0.2 - 0.7j, -0.3 + 0.1j], dtype=tf.complex64)
+    r = check_gradient(_phase_shift(lambda dy, out: tf.math.real(dy * 1j * out)), phi, amp)
+    d = {a.name: (a.verdict, a.detail) for a in r.args}
+    assert d["phi"][0] == "mismatch" and "Re(upstream * conj(d out/d phi))" in d["phi"][1], d
+    assert d["amp"][0] == "match", d
+    right = check_gradient(_phase_shift(lambda dy, out: tf.math.real(dy * tf.math.conj(1j * out))), phi, amp)
+    assert right.verdict == "match", right.detail
+    # Another mistake (twice the gradient) is a mismatch, not named a conjugate.
+    twice = check_gradient(_phase_shift(lambda dy, out: tf.math.real(dy * tf.math.conj(2j * out))), phi, amp)
+    assert twice.verdict == "mismatch" and "conj" not in twice.detail, twice.detail
