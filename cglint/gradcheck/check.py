@@ -671,6 +671,38 @@ class _Checker:
         args = [replace(a, verdict="intentional", detail=detail) if a.verdict == "mismatch" else a for a in eager.args]
         return replace(eager, verdict="intentional", detail=detail, args=args)
 
+    def _sorted_key_order(self, em: V.Measurements, eager: GradientReport) -> GradientReport | None:
+        """A dict output whose keys were written in another order than sorted: TensorFlow passes
+        the grad fn its upstreams in sorted-key order (`tf.nest.flatten`). A grad fn that equals
+        autodiff on every probe once given them in the dict's written order names its
+        upstreams in that order: said so, with both orders. None otherwise."""
+        written, names = _written_order(self.y)
+        if written is None:
+            return None
+        wrong = {(a.name, a.kind) for a in eager.args if a.verdict == "mismatch"}
+        try:
+            for u, autos in zip(self.us, em.autos):
+                customs = self._custom([u[i] for i in written])
+                for arg, c, a in zip(self.vargs, customs, autos):
+                    if (arg.name, arg.kind) not in wrong:
+                        continue
+                    if c is None or a is None or not V.finite(c) or np.shape(c) != np.shape(a) \
+                            or not V.close(c, a, arg, self.opts, 0.0)[0]:
+                        return None
+        except Exception:  # upstreams of other shapes in the other order
+            return None
+        finally:
+            try:
+                self._custom(self.us[0])  # leaves int_grads for the first upstream
+            except Exception:
+                pass
+        given = ", ".join(names[i] for i in range(len(names)))
+        detail = (f"the grad fn takes its upstreams in the dict's written order "
+                  f"({', '.join(names[i] for i in written)}), but TensorFlow passes them in sorted-key order "
+                  f"({given}): given them in the written order it matches autodiff")
+        args = [replace(a, detail=f"{a.detail}: {detail}") if a.verdict == "mismatch" else a for a in eager.args]
+        return replace(eager, detail=f"{eager.detail}: {detail}", args=args)
+
     def _graph_failure(self, e: Exception) -> str:
         # Errors raised while tracing read "in user code: <frames> ... <the message>".
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
@@ -926,6 +958,8 @@ class _Checker:
         eager = V.decide(em, self, self.opts)
         if eager.verdict == "mismatch" and not self.opts.intentional:
             eager = self._straight_through(em, eager) or eager
+        if eager.verdict == "mismatch":
+            eager = self._sorted_key_order(em, eager) or eager
         modes = {"eager": eager.verdict}
         graph = None
         if self.graph and eager.verdict != "error":
@@ -1241,6 +1275,36 @@ def forward_failure(fn, *inputs) -> str | None:
     if isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1]):
         return None
     return f"the forward must return (y, grad_fn); it returned {type(out).__name__}"
+
+
+def _written_order(y) -> tuple[list[int] | None, list[str]]:
+    """(for each output leaf in the order the code wrote its dicts' keys, its position in
+    `tf.nest.flatten(y)`, or None when the two orders agree; each flattened leaf's name)."""
+    flat = tf.nest.flatten(y)
+    if len(flat) < 2:
+        return None, []
+    positions = tf.nest.pack_sequence_as(y, list(range(len(flat))))  # keeps the dicts' own key order
+    names = [""] * len(flat)
+    written: list[int] = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for key in node:  # the written order
+                walk(node[key], f"{path}[{key!r}]" if path else str(key))
+        elif isinstance(node, (list, tuple)):
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]" if path else f"[{i}]")
+        else:
+            names[node] = path
+            written.append(node)
+
+    try:
+        walk(positions, "")
+    except Exception:
+        return None, []
+    if written == sorted(written) or len(written) != len(flat):
+        return None, names
+    return written, names
 
 
 def forward_footprint(fn, *inputs) -> tuple[int, int]:

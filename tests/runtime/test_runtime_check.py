@@ -883,3 +883,44 @@ def test_a_real_input_of_a_complex_output_missing_the_conjugate_is_named():
     # Another mistake (twice the gradient) is a mismatch, not named a conjugate.
     twice = check_gradient(_phase_shift(lambda dy, out: tf.math.real(dy * tf.math.conj(2j * out))), phi, amp)
     assert twice.verdict == "mismatch" and "conj" not in twice.detail, twice.detail
+
+
+def _gamma_params(grad_order):
+    @tf.custom_gradient
+    def gamma_params(raw):
+        a, b = tf.unstack(raw, axis=-1)
+        rate, concentration = tf.nn.softplus(a), tf.nn.softplus(b) + 1.0
+
+        def grad(*ups):
+            d = dict(zip(grad_order, ups))
+            return tf.stack([d["rate"] * tf.sigmoid(a), d["concentration"] * tf.sigmoid(b)], axis=-1)
+
+        return {"rate": rate, "concentration": concentration}, grad
+
+    return gamma_params
+
+
+def test_a_dict_outputs_upstreams_read_in_the_written_order_are_named():
+    """TensorFlow passes a dict output's upstreams in sorted-key order (concentration, rate); a
+    grad fn that names them in the order the dict was written gets them swapped."""
+    raw = tf.constant([[0.3, -1.2], [1.4, 0.1], [-0.6, 0.8]])
+    r = check_gradient(_gamma_params(("rate", "concentration")), raw)
+    assert r.verdict == "mismatch", r.detail
+    assert r.detail.endswith("the grad fn takes its upstreams in the dict's written order (rate, concentration), but "
+                             "TensorFlow passes them in sorted-key order (concentration, rate): given them in the "
+                             "written order it matches autodiff"), r.detail
+    assert check_gradient(_gamma_params(("concentration", "rate")), raw).verdict == "match"
+
+
+def test_a_wrong_dict_output_gradient_is_not_blamed_on_the_key_order():
+    @tf.custom_gradient
+    def heads(raw):
+        a, b = tf.unstack(raw, axis=-1)
+
+        def grad(d_rate, d_concentration):  # wrong in either order: the sigmoid is missing
+            return tf.stack([d_rate, d_concentration], axis=-1)
+
+        return {"rate": tf.nn.softplus(a), "concentration": tf.nn.softplus(b)}, grad
+
+    r = check_gradient(heads, tf.constant([[0.3, -1.2], [1.4, 0.1], [-0.6, 0.8]]))
+    assert r.verdict == "mismatch" and "sorted-key order" not in r.detail, r.detail
