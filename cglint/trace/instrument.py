@@ -615,7 +615,7 @@ class Tracer:
                     sliced = over or sliced
                     # replay_draws=False: seeding TensorFlow resets its random kernels, the program's too
                     box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional, replay_draws=False,
-                                                   **self.tolerances).to_dict()
+                                                   overwritten=_overwritten(f, args), **self.tolerances).to_dict()
             except BaseException as e:  # the check must never reach the user's program
                 box["report"] = {"verdict": "skipped", "reference": None, "max_rel_error": None,
                                  "detail": f"the check itself failed: {message_of(e)}"}
@@ -634,6 +634,35 @@ class Tracer:
                 report["detail"] = (f"the inputs exceed the check's budget of {limit:,} elements, and the "
                                     f"forward rejects them {sliced}: {report['detail']}")
         return report
+
+
+def _overwritten(f, args) -> tuple[int, ...]:
+    """Positions of the flattened inputs that hold a Keras variable marked
+    `overwrite_with_gradient` (float8 training's scales and amax histories, whose grad fn
+    returns their next value), found among the variables of the objects the forward closes
+    over (the layer whose `call` built it)."""
+    try:
+        from tensorflow.python.util import nest
+
+        where = {id(x): i for i, x in enumerate(nest.flatten(list(args)))}
+        f = getattr(f, "__func__", f)
+        while isinstance(f, functools.partial):
+            f = f.func
+        found = set()
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                owner = cell.cell_contents
+            except ValueError:
+                continue
+            variables = getattr(type(owner), "variables", None)
+            if not isinstance(variables, property):  # a Keras layer's; nothing else is read
+                continue
+            for v in owner.variables:
+                if getattr(v, "overwrite_with_gradient", False):
+                    found.update(where[id(x)] for x in (getattr(v, "_value", None), v) if id(x) in where)
+        return tuple(sorted(found))
+    except Exception:
+        return ()
 
 
 def _import_check():

@@ -924,3 +924,39 @@ def test_a_wrong_dict_output_gradient_is_not_blamed_on_the_key_order():
 
     r = check_gradient(heads, tf.constant([[0.3, -1.2], [1.4, 0.1], [-0.6, 0.8]]))
     assert r.verdict == "mismatch" and "sorted-key order" not in r.detail, r.detail
+
+
+def _float8_outputs(cast_to, clip=True):
+    """Keras 3.15's `_float8_call.quantized_dequantize_outputs`: an identity forward whose grad fn
+    quantises the upstream (clip to the format's largest value, cast, cast back) and returns the
+    scale's and amax history's next values, which Keras assigns (`overwrite_with_gradient`)."""
+    import ml_dtypes
+
+    @tf.custom_gradient
+    def quantized_dequantize_outputs(outputs, scale, amax_history):
+        def grad(upstream):
+            top = float(ml_dtypes.finfo("float8_e5m2").max)
+            x = upstream / scale
+            x = tf.clip_by_value(x, -top, top) if clip else x
+            qdq = tf.cast(tf.cast(x, cast_to), tf.float32) * scale
+            return qdq, scale * 2.0, tf.concat([amax_history[1:], [tf.reduce_max(tf.abs(upstream))]], 0)
+
+        return tf.identity(outputs), grad
+
+    return quantized_dequantize_outputs
+
+
+def test_a_float8_quantised_gradient_with_overwritten_scales_is_intentional():
+    x, history = tf.random.stateless_normal([4, 5], seed=[1, 2]), tf.zeros([16])
+    # a scale the check's upstreams overflow: the quantiser's clip saturates them
+    r = check_gradient(_float8_outputs(tf.as_dtype("float8_e5m2")), x, tf.constant(1e-6), history, overwritten=(1, 2))
+    assert r.verdict == "intentional", r.detail
+    assert r.detail.startswith("quantised gradient: matches autodiff with the grad fn's 8-bit float quantiser"), r.detail
+    d = {a.name: (a.verdict, a.detail) for a in r.args}
+    assert d["scale"] == d["amax_history"] == ("intentional", "not a gradient: Keras assigns what the grad fn returns "
+                                                              "for it to the variable (`overwrite_with_gradient`)")
+    # Not overwritten: a scale's "gradient" that ignores the upstream is what it looks like.
+    assert check_gradient(_float8_outputs(tf.as_dtype("float8_e5m2")), x, tf.constant(1.0), history).verdict == "mismatch"
+    # A gradient rounded to integers is no float8 quantiser: still a mismatch.
+    r = check_gradient(_float8_outputs(tf.int8, clip=False), x * 0.3, tf.constant(1.0), history, overwritten=(1, 2))
+    assert r.verdict == "mismatch", r.detail

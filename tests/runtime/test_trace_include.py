@@ -47,3 +47,27 @@ def test_a_librarys_custom_gradient_is_checked_only_when_included(tmp_path, monk
     assert _traced_events(path, monkeypatch, "keras.src.layers") == [("check", "mismatch")]
     assert _traced_events(path, monkeypatch, "keras.src.ops") == []  # another subpackage
     assert _traced_events(path, monkeypatch, str(lib)) == [("check", "mismatch")]  # a directory
+
+
+def test_keras_variables_marked_overwrite_with_gradient_are_found_from_the_layer():
+    """float8 training: the layer passes its scale variables into the custom gradient, whose
+    grad fn returns their next values; trace finds them among the closed-over layer's variables."""
+    import os
+
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+    from keras import ops
+
+    layer = keras.layers.Dense(3)
+    layer.build((None, 4))
+    layer.quantize("float8")
+    x = tf.ones([2, 4])
+    scale, history = ops.convert_to_tensor(layer.inputs_scale), ops.convert_to_tensor(layer.inputs_amax_history)
+
+    def quantized_dequantize_inputs(inputs, scale, amax_history):  # reads the layer, as Keras's does
+        return inputs * layer.compute_dtype_size, None
+
+    layer.compute_dtype_size = 1.0
+    assert instrument._overwritten(quantized_dequantize_inputs, (x, scale, history)) == (1, 2)
+    layer.inputs_scale.overwrite_with_gradient = False
+    assert instrument._overwritten(quantized_dequantize_inputs, (x, scale, history)) == (2,)
