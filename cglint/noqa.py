@@ -96,14 +96,7 @@ def file_suppressions(source: str) -> tuple[frozenset[str] | None, list[tuple[in
 
 def _comment_lines(source: str) -> set[int]:
     """Lines on which a comment token starts (so `#` inside strings does not count)."""
-    lines = set()
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):
-            if tok.type == tokenize.COMMENT:
-                lines.add(tok.start[0])
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        pass
-    return lines
+    return set(_comment_tokens(source))
 
 
 # ---- `# cglint: disable=...` / `# cglint: enable=...` -----------------------------------
@@ -152,8 +145,16 @@ def block_suppressions(source: str) -> tuple[list[tuple[int, int, frozenset[str]
     return spans, problems
 
 
+# The last texts tokenized: file noqa, block suppressions and CG100 read the same module's
+# comments in one lint, and tokenizing is the costliest step of each.
+_tokenized: list[tuple[str, dict[int, str]]] = []
+
+
 def _comment_tokens(source: str) -> dict[int, str]:
     """Line -> text of the comment on it (tokenized, so `#` inside strings does not count)."""
+    for text, comments in _tokenized:
+        if text is source or text == source:
+            return comments
     out: dict[int, str] = {}
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):
@@ -161,6 +162,7 @@ def _comment_tokens(source: str) -> dict[int, str]:
                 out[tok.start[0]] = tok.string
     except (tokenize.TokenError, SyntaxError, IndentationError):
         pass
+    _tokenized[:] = [(source, out), *_tokenized[:1]]
     return out
 
 
