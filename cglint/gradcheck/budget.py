@@ -13,8 +13,11 @@ from __future__ import annotations
 MAX_ELEMENTS = 1 << 20  # inputs larger than this (in all) are checked on a slice of their batch
 EXTRA_MEMORY = 300 << 20
 # With cglint's own share of the process, a fifth of the allowance goes to one forward's tensors
-# (bench/trace_memory.py measures it).
+# under trace (bench/trace_memory.py measures it). `--runtime`'s check does more at once (a
+# float64 re-run, second order for an elementwise forward, the wide probe): measured at 7.3
+# times one forward's tensors on a 150-step while_loop, so a tenth there.
 CHECK_COPIES = 5
+RUNTIME_CHECK_COPIES = 10
 
 
 def peak_rss() -> int:
@@ -37,7 +40,7 @@ def elements(args) -> int:
     return sum(int(x.shape.num_elements() or 0) for x in nest.flatten(list(args)) if is_tensor(x) and x.shape.rank)
 
 
-def over_memory_budget(fn, args, budget: int | None):
+def over_memory_budget(fn, args, budget: int | None, copies: int = CHECK_COPIES):
     """(fraction of the batch to check, what was measured) when one run of the forward makes
     more tensors than the check's share of the memory budget (`EXTRA_MEMORY` plus half the
     process's peak so far, or `budget` bytes), else None. A 3,000-step `while_loop` of 200,000
@@ -49,7 +52,7 @@ def over_memory_budget(fn, args, budget: int | None):
     except Exception:
         return None  # the check itself says why the forward does not run
     allowed = budget if budget is not None else EXTRA_MEMORY + peak_rss() // 2
-    share = allowed // CHECK_COPIES
+    share = allowed // copies
     if made <= share:
         return None
     return share / made, (f"one run of the forward makes {made / 2**20:,.0f} MiB of tensors in {ops:,} ops, which "
@@ -80,11 +83,11 @@ def within_budget(args, budget: int):
         return args, None
 
 
-def fit_memory(fn, args, budget: int | None):
+def fit_memory(fn, args, budget: int | None, copies: int = CHECK_COPIES):
     """(args, how they were sliced or None, None) for a check within the memory budget, or
     (args, None, why it is skipped) when its forward is over it and its inputs have no batch to
     check a slice of. `fn` is the custom-gradient function, run once without a tape to measure."""
-    over = over_memory_budget(fn, args, budget)
+    over = over_memory_budget(fn, args, budget, copies)
     if over is None:
         return args, None, None
     fraction, measure = over

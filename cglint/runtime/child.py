@@ -271,7 +271,8 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
         return skipped(f"bad input spec: {e}", seed)
     # The same memory budget as `cglint trace`: half this process's peak (the module and its
     # inputs) + 300 MB; over it, a slice of the batch or `skipped` with the measure.
-    inputs, sliced, over = budget.fit_memory(fn, list(inputs), request.get("memory_budget"))
+    inputs, sliced, over = budget.fit_memory(fn, list(inputs), request.get("memory_budget"),
+                                             budget.RUNTIME_CHECK_COPIES)
     if over is not None:
         return {**skipped(over, seed), "inputs": spec_text}
     report = check_gradient(fn, *inputs, seed=seed, rtol=request.get("rtol"),
