@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import sys
 from pathlib import Path
 
@@ -41,14 +42,15 @@ def _lint(rule, source: str):
     return result
 
 
-def _fixes(rule) -> list[str]:
+@functools.cache  # the page, the index and the README's table each ask
+def _fixes(rule) -> tuple[str, ...]:
     """The applicabilities of the fixes the rule offers on its INVALID examples."""
     found = []
     for example in rule.INVALID:
         for d in _lint(rule, str(example).lstrip("\n")).diagnostics:
             if d.fix is not None and d.fix.applicability not in found:
                 found.append(d.fix.applicability)
-    return found
+    return tuple(found)
 
 
 def page(rule) -> str:

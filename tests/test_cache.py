@@ -13,10 +13,18 @@ from cglint import config, files, quickscan
 from cglint.diagnostics import FileResult
 
 
+# Every rule's fixtures (a finding of each, files without one, a syntax error), a notebook, the
+# seed, a package whose modules import each other, realistic modules: what the cache and the pool
+# handle. The held-out corpora add nothing they do not (tests/test_one_answer.py lints everything
+# with and without the cache and the pool) and cost most of each run.
+TREE = ("rules", "notebooks", "seed", "trace_project", "realistic")
+
+
 @pytest.fixture()
 def tree(tmp_path):
-    """The fixtures (a finding of every rule, files without sites, a syntax error) as a project."""
-    shutil.copytree(FIXTURES, tmp_path / "fixtures")
+    """The fixtures of TREE as a project."""
+    for part in TREE:
+        shutil.copytree(FIXTURES / part, tmp_path / "fixtures" / part)
     (tmp_path / "pyproject.toml").write_text("[tool.cglint]\nextend-exclude = []\n")
     return tmp_path
 

@@ -45,10 +45,19 @@ class Rule:
         for site in model.sites:
             if site.keras_ops and self.code not in KERAS_OPS:
                 continue  # Keras 3's custom_gradient: only rules whose behaviour holds there
+            fired = False
             for finding in self.check_site(site):
+                fired = True
                 if finding.site is None:
                     finding.site = site
                 yield finding
+            site.__dict__.setdefault("_fired", {})[self.code] = fired
+
+    def fires_on(self, site: GradientSite) -> bool:
+        """Whether this rule finds something at `site`: what its run in this lint said, if it ran
+        (a rule that defers to a more precise one asks, instead of evaluating the site again)."""
+        known = site.__dict__.get("_fired", {}).get(self.code)
+        return known if known is not None else next(iter(self.check_site(site)), None) is not None
 
     def check_site(self, site: GradientSite) -> Iterator[Finding]:
         return iter(())

@@ -10,7 +10,8 @@ character and a character that ends any match, and the prefix's text repeated. T
 that cost the most are doubled from 50 characters up, failing at once where the cost grows
 quadratically; the costliest is then timed at N and 10 N (CPU time, best of three, enough
 repetitions for each measure to take 10 ms or more, three tries on a loaded machine): linear
-matching grows about 10 times, a quadratic one 100 times; the test allows 12.
+matching grows about 10 times, a quadratic one 100 times; the test allows 20 (a loaded machine
+measured a linear pattern at 12.9).
 
 Each pattern is timed the way cglint uses it: with the anchored methods it is called with
 (`match`, `fullmatch`) where it is only ever used anchored, else as `finditer` over the whole
@@ -46,7 +47,7 @@ DYNAMIC = {
     ("cg013_missing_decorator.py", "f'\\\\b{re.escape(name)}\\\\b'"): "a word, escaped, between word boundaries: a literal",
 }
 
-GROWTH_LIMIT = 12.0
+GROWTH_LIMIT = 20.0
 SIZE = 10_000  # N; 10 N = 100,000 characters (a quadratic pattern is 100 times slower at either size)
 
 
