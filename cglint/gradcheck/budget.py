@@ -12,12 +12,12 @@ from __future__ import annotations
 
 MAX_ELEMENTS = 1 << 20  # inputs larger than this (in all) are checked on a slice of their batch
 EXTRA_MEMORY = 300 << 20
-# With cglint's own share of the process, a fifth of the allowance goes to one forward's tensors
-# under trace (bench/trace_memory.py measures it). `--runtime`'s check does more at once (a
-# float64 re-run, second order for an elementwise forward, the wide probe): measured at 7.3
-# times one forward's tensors on a 150-step while_loop, so a tenth there.
-CHECK_COPIES = 5
-RUNTIME_CHECK_COPIES = 10
+# A check keeps several copies of one forward's tensors at once (its tape, a float64 re-run,
+# second order for an elementwise forward, the wide probe): measured at 7.5 times one forward's
+# under trace and 7.3 under `--runtime` (bench/trace_memory.py, with and without --runtime), so a
+# tenth of the allowance goes to one forward's tensors.
+CHECK_COPIES = 10
+RUNTIME_CHECK_COPIES = CHECK_COPIES
 
 
 def peak_rss() -> int:
