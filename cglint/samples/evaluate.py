@@ -115,20 +115,21 @@ class Evaluator(Interpreter):
         if depth > 60:
             raise Unknown("too deep")
         d = depth + 1
-        if isinstance(expr, (cst.Integer, cst.Float)):
+        t = type(expr)  # libcst's classes are ABCs: `isinstance` costs an ABCMeta check each
+        if t is cst.Integer or t is cst.Float:
             number = _NUMBER_LITERALS.get(expr.value)
             if number is None:  # `evaluated_value` compiles the literal: once per spelling
                 if len(_NUMBER_LITERALS) > 4096:
                     _NUMBER_LITERALS.clear()
                 number = _NUMBER_LITERALS[expr.value] = float(expr.evaluated_value)
             return number
-        if isinstance(expr, cst.Name):
+        if t is cst.Name:
             if expr.value in ("True", "False", "None"):
                 return {"True": True, "False": False, "None": None}[expr.value]
             return self._name(expr, scope, depth)
-        if isinstance(expr, cst.Attribute):
+        if t is cst.Attribute:
             return self._attribute(expr, scope, depth)
-        if isinstance(expr, cst.UnaryOperation):
+        if t is cst.UnaryOperation:
             inner = unwrap(self.value(expr.expression, scope, d))
             if isinstance(expr.operator, cst.Minus):
                 return -inner
@@ -137,37 +138,37 @@ class Evaluator(Interpreter):
             if isinstance(expr.operator, cst.Not):
                 return not self.truth(inner)
             raise Unknown(type(expr.operator).__name__)
-        if isinstance(expr, cst.BinaryOperation):
+        if t is cst.BinaryOperation:
             return self.binary(type(expr.operator), self.value(expr.left, scope, d), self.value(expr.right, scope, d))
-        if isinstance(expr, cst.BooleanOperation):  # Python's `and` / `or`, on one value each
+        if t is cst.BooleanOperation:  # Python's `and` / `or`, on one value each
             left = self.value(expr.left, scope, d)
             if self.truth(left) == isinstance(expr.operator, cst.Or):
                 return left
             return self.value(expr.right, scope, d)
-        if isinstance(expr, cst.IfExp):
+        if t is cst.IfExp:
             return self.value(expr.body if self.truth(self.value(expr.test, scope, d)) else expr.orelse, scope, d)
-        if isinstance(expr, cst.Lambda) and expr in self.model.scope_of:
+        if t is cst.Lambda and expr in self.model.scope_of:
             return Function(expr, self.model.scope_of[expr], self.locals, model=self.model)
-        if (isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1
+        if (t is cst.Comparison and len(expr.comparisons) == 1
                 and type(expr.comparisons[0].operator) in _COMPARE):
             return _COMPARE[type(expr.comparisons[0].operator)](
                 unwrap(self.value(expr.left, scope, d)), unwrap(self.value(expr.comparisons[0].comparator, scope, d)))
-        if isinstance(expr, (cst.Tuple, cst.List)):
+        if t is cst.Tuple or t is cst.List:
             if any(isinstance(e, cst.StarredElement) for e in expr.elements):
                 raise Unknown("starred element")
             items = [self.value(e.value, scope, d) for e in expr.elements]
-            return tuple(items) if isinstance(expr, cst.Tuple) else items
-        if isinstance(expr, cst.Dict):
+            return tuple(items) if t is cst.Tuple else items
+        if t is cst.Dict:
             if not all(isinstance(e, cst.DictElement) for e in expr.elements):
                 raise Unknown("dict unpacking")
             return {self._key(self.value(e.key, scope, d)): self.value(e.value, scope, d) for e in expr.elements}
-        if isinstance(expr, (cst.ListComp, cst.DictComp)):
+        if t is cst.ListComp or t is cst.DictComp:
             return self._comprehension(expr, scope, d)
-        if isinstance(expr, cst.Subscript):
+        if t is cst.Subscript:
             return self._subscript(expr, scope, d)
-        if isinstance(expr, cst.SimpleString):
+        if t is cst.SimpleString:
             return expr.evaluated_value
-        if isinstance(expr, cst.Call):
+        if t is cst.Call:
             return self._call(expr, scope, d)
         raise Unknown(type(expr).__name__)
 
