@@ -11,10 +11,11 @@ import pytest
 
 from tests.metamorphic import matrix, render
 
-# The share of INVALID variants that keep their finding. What is left are findings whose
-# evidence is a call in another module than the custom-gradient function (the site's module
-# alone does not show the structure or dtype its callers pass).
-KEPT = 0.92
+# The share of INVALID variants that keep their finding. Calls in another module than the
+# custom-gradient function are judged at the call (CG007, CG008, CG015, CG016); what is left is
+# mostly a caller the prefilter skips (no custom gradient named, no keyword call) and a forward
+# wrapped by `tf.custom_gradient(f)` in another module than its def.
+KEPT = 0.95
 
 
 @pytest.fixture(scope="module")

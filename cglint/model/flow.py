@@ -191,6 +191,15 @@ class FlowQueries:
         guessed = self.__dict__["_input_counts"][id(site)][1]
         return _StructureUse.of(self, site) & guessed if guessed else set()
 
+    def structure_count(self, arg: cst.BaseExpression, scope: Scope) -> int | None:
+        """How many tensors a call argument that is a literal structure flattens to (None for
+        anything else): what `input_counts` reads at each call."""
+        return self._structure_count(arg, scope)
+
+    def inputs_used_as_structures(self, site: GradientSite) -> set[str]:
+        """The inputs the forward or a grad fn takes apart as a structure (`a, b = pair`)."""
+        return _StructureUse.of(self, site)
+
     def passed_at_least(self, call: cst.Call, scope: Scope) -> int | None:
         """How many tensors a call passes positionally, at least: a literal structure counts
         flattened, anything else as one; None for `f(*xs)` (any number)."""

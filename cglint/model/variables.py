@@ -374,15 +374,18 @@ class VariableQueries:
         the `keras.Variable` wrapper with the backing `tf.Variable` the forward reads), so the
         forward still reads a variable and the grad fn needs `variables`; `self.w.value` is a
         plain input. Only trainable weights: TensorFlow watches no other."""
+        return [hit for call, scope in self.calls_reaching(site) for hit in self.keras_weights_in_call(site, call, scope)]
+
+    def keras_weights_in_call(self, site: GradientSite, call: cst.Call, scope: Scope) -> list[tuple[cst.Arg, Variable, str]]:
+        """`keras_weights_passed` for one call of this module (`site` may be another module's)."""
         found: list[tuple[cst.Arg, Variable, str]] = []
-        for call, scope in self.calls_reaching(site):
-            for i, arg in enumerate(call.args):
-                if arg.keyword is not None or arg.star:
-                    break
-                weight = self.weight(arg.value, scope)
-                if weight is not None and weight.keras and weight.trainable:
-                    param = site.inputs[i] if i < len(site.inputs) else "*args"
-                    found.append((arg, weight, param))
+        for i, arg in enumerate(call.args):
+            if arg.keyword is not None or arg.star:
+                break
+            weight = self.weight(arg.value, scope)
+            if weight is not None and weight.keras and weight.trainable:
+                param = site.inputs[i] if i < len(site.inputs) else "*args"
+                found.append((arg, weight, param))
         return found
 
 

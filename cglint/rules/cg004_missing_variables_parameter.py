@@ -5,7 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from cglint.diagnostics import Finding, Fix
-from cglint.model import GradientSite
+from cglint.model import GradientSite, ModuleModel
 from cglint.rules._fixes import add_variables_parameter
 from cglint.rules.base import Invalid, Rule
 
@@ -515,6 +515,32 @@ class Projection(keras.layers.Layer):
                     f"trainable variable{'s' if len(variables) > 1 else ''} {names}: TensorFlow raises "
                     "\"grad_fn must accept keyword argument 'variables'\"",
                     fix=_fix(grad),
+                )
+
+
+    def check(self, model: ModuleModel) -> Iterator[Finding]:
+        """Also a Keras 3 weight this module passes to a custom-gradient function of another
+        project module (`ops.scale(x, self.w)`): the defining module does not see it, so the
+        finding is at the argument."""
+        yield from super().check(model)
+        if not model.project_imports and not model.star_imports:
+            return
+        for call, scope in model.all_calls:
+            if not call.args:
+                continue
+            site = model.site_called_by(call, scope)
+            if site is None or site.model is model or all(g.accepts_variables for g in site.grad_fns):
+                continue
+            for arg, weight, _param in model.keras_weights_in_call(site, call, scope):
+                grad = next(g for g in site.grad_fns if not g.accepts_variables)
+                yield Finding(
+                    arg.value,
+                    f"The Keras 3 weight `{weight.name}` is passed positionally to `{site.name}`, whose `{grad.name}` "
+                    "takes no `variables` parameter: eagerly TensorFlow does not recognise the `keras.Variable` as "
+                    "that input (it compares the wrapper with the backing tf.Variable the forward reads) and raises "
+                    "\"grad_fn must accept keyword argument 'variables'\"; pass its `.value`",
+                    fix=Fix([(arg.value, cst.Attribute(value=arg.value, attr=cst.Name("value")))], safe=True,
+                            description=f"Pass `{weight.name}.value`: the weight's backing variable, a plain input"),
                 )
 
 

@@ -5,7 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from cglint.diagnostics import Finding
-from cglint.model import GradientSite
+from cglint.model import GradientSite, ModuleModel
 from cglint.model.scopes import Param
 from cglint.model.sites import GradFn
 from cglint.rules.base import Invalid, Rule
@@ -335,34 +335,79 @@ def pair_product(xs):
         # Only trainable variables reach `variables`: a forward reading nothing else gets none,
         # and its `(d_x, [d_v])` is two input gradients.
         no_variables = bool(site.variables) and not site.trainable_variables and not model.may_read_unseen_variables(site)
+        for grad, ret, pair, counts in _returned_counts(site, no_variables):
+            if None in counts or any(lo <= c <= hi for c in counts):  # type: ignore[operator]
+                continue
+            if model.inputs_taken_apart(site):
+                return  # an input of unknown structure: any count may be right
+            got = counts[-1]
+            why = (" (its variables are all trainable=False, so TensorFlow passes no `variables` and counts "
+                   "the variable gradients as input gradients)") if no_variables and pair is not None else ""
+            yield Finding(
+                ret.node,
+                f"`{grad.name}` returns {got} input gradient{'s' if got != 1 else ''} but `{site.name}` takes "
+                f"{expected} positional input{'s' if hi != 1 else ''}{flattened}{why}: TensorFlow raises "
+                f"'custom_gradient function expected to return {hi} gradients'; return one per input (`None` for "
+                "none)",
+            )
+
+    def check(self, model: ModuleModel) -> Iterator[Finding]:
+        """Also the calls this module makes to a custom-gradient function of another project
+        module with a literal structure (`ops.gated_sum([left, right], gate)`): the module that
+        defines it does not see what its callers pass, so the finding is at the call."""
+        yield from super().check(model)
+        if not model.project_imports and not model.star_imports:
+            return
+        for call, scope in model.all_calls:
+            site = model.site_called_by(call, scope)
+            if site is None or site.model is model:
+                continue
+            if site.has_varargs:
+                yield from self._varargs_call(site, model, call, scope)
+                continue
+            positional = [a for a in call.args if a.keyword is None]
+            if any(a.star for a in positional) or len(positional) > len(site.inputs):
+                continue
+            taken_apart = site.model.inputs_used_as_structures(site)
+            counts = [model.structure_count(a.value, scope) for a in positional]
+            if all(c is None for c in counts) or any(
+                    c is None and site.inputs[i] in taken_apart for i, c in enumerate(counts)):
+                continue  # no structure shown here, or one of unknown structure
+            passed = sum(c if c is not None else 1 for c in counts)
+            no_variables = (bool(site.variables) and not site.trainable_variables
+                            and not site.model.may_read_unseen_variables(site))
+            for grad, ret, pair, returned in _returned_counts(site, no_variables):
+                if None in returned or passed in returned:
+                    continue
+                got = returned[-1]
+                yield Finding(
+                    call,
+                    f"This call passes {passed} tensors (flattened) to `{site.name}`, whose `{grad.name}` returns "
+                    f"{got} input gradient{'s' if got != 1 else ''}: TensorFlow raises 'custom_gradient function "
+                    f"expected to return {passed} gradients'; return one per input (`None` for none)",
+                )
+                break
+
+    @staticmethod
+    def _varargs_call(site: GradientSite, model: ModuleModel, call: cst.Call, scope) -> Iterator[Finding]:
+        """A call of another module's `*args` forward passing more tensors than its grad fn
+        returns gradients (as `_varargs` judges the calls of the defining module)."""
+        least = model.passed_at_least(call, scope)
+        if least is None or site.variables:
+            return
         for grad in site.grad_fns:
             for ret in grad.returns:
-                if ret.value is None:
+                got = site.model.flat_count(ret.value, grad.scope) if ret.value is not None else None
+                if got is None or got >= least:
                     continue
-                pair = ret.elements if ret.elements is not None and len(ret.elements) == 2 else None
-                if site.trainable_variables:
-                    if pair is None:
-                        continue  # flat or unknown: CG002's business
-                    counts = [model.flat_count(pair[0], grad.scope)]
-                elif grad.variables_param is not None and pair is not None and not no_variables:
-                    # The grad fn takes variables the model cannot see: either reading holds.
-                    counts = [model.flat_count(ret.value, grad.scope), model.flat_count(pair[0], grad.scope)]
-                else:
-                    counts = [model.flat_count(ret.value, grad.scope)]
-                if None in counts or any(lo <= c <= hi for c in counts):  # type: ignore[operator]
-                    continue
-                if model.inputs_taken_apart(site):
-                    return  # an input of unknown structure: any count may be right
-                got = counts[-1]
-                why = (" (its variables are all trainable=False, so TensorFlow passes no `variables` and counts "
-                       "the variable gradients as input gradients)") if no_variables and pair is not None else ""
                 yield Finding(
-                    ret.node,
-                    f"`{grad.name}` returns {got} input gradient{'s' if got != 1 else ''} but `{site.name}` takes "
-                    f"{expected} positional input{'s' if hi != 1 else ''}{flattened}{why}: TensorFlow raises "
-                    f"'custom_gradient function expected to return {hi} gradients'; return one per input (`None` for "
-                    "none)",
+                    call,
+                    f"This call passes at least {least} positional inputs to the `*args` of `{site.name}`, whose "
+                    f"`{grad.name}` returns {got} input gradient{'s' if got != 1 else ''}: TensorFlow raises "
+                    f"'custom_gradient function expected to return {least} gradients'; return one per input "
+                    "(`tuple(dy for _ in args)`)",
                 )
+                return
 
     @staticmethod
     def _varargs(site: GradientSite) -> Iterator[Finding]:
@@ -424,3 +469,25 @@ def _one_tensor(site: GradientSite, expr: cst.BaseExpression, grad: GradFn) -> b
     values = site.model.resolve(expr, grad.scope)
     return bool(values) and all(isinstance(v, (cst.BinaryOperation, cst.UnaryOperation)) or (
         isinstance(v, Param) and v.node.star not in ("*", "**") and v.node.name.value in grad.upstream_names) for v in values)
+
+
+def _returned_counts(site: GradientSite, no_variables: bool):
+    """(grad fn, return, its `(inputs, variables)` pair or None, the input-gradient counts it may
+    mean) for each return of the site's grad fns: two readings where the grad fn takes variables
+    the model cannot see."""
+    model = site.model
+    for grad in site.grad_fns:
+        for ret in grad.returns:
+            if ret.value is None:
+                continue
+            pair = ret.elements if ret.elements is not None and len(ret.elements) == 2 else None
+            if site.trainable_variables:
+                if pair is None:
+                    continue  # flat or unknown: CG002's business
+                counts = [model.flat_count(pair[0], grad.scope)]
+            elif grad.variables_param is not None and pair is not None and not no_variables:
+                # The grad fn takes variables the model cannot see: either reading holds.
+                counts = [model.flat_count(ret.value, grad.scope), model.flat_count(pair[0], grad.scope)]
+            else:
+                counts = [model.flat_count(ret.value, grad.scope)]
+            yield grad, ret, pair, counts

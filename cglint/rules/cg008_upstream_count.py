@@ -3,7 +3,7 @@
 from typing import Iterator
 
 from cglint.diagnostics import Finding
-from cglint.model import GradientSite
+from cglint.model import GradientSite, ModuleModel, Param
 from cglint.rules.base import Invalid, Rule
 
 
@@ -187,14 +187,10 @@ class TwoTower(tf.keras.layers.Layer):
         outputs = site.output_count
         if outputs is None:
             return
-        for grad in site.grad_fns:
-            if grad.has_varargs:
-                continue
-            lo, hi = grad.required_upstream, len(grad.upstream_params)
-            if lo <= outputs <= hi:
-                continue
+        for grad in _mismatched(site, outputs):
             if site.model.inputs_taken_apart(site):
                 return  # an input (maybe returned as an output) of unknown structure
+            lo, hi = grad.required_upstream, len(grad.upstream_params)
             takes = f"{hi}" if lo == hi else f"{lo} to {hi}"
             yield Finding(
                 grad.anchor,
@@ -202,3 +198,51 @@ class TwoTower(tf.keras.layers.Layer):
                 f"{outputs} output{'s' if outputs != 1 else ''}: TensorFlow calls it with one upstream gradient "
                 "per flattened output and raises TypeError; take one parameter per output (or `*upstreams`)",
             )
+
+    def check(self, model: ModuleModel) -> Iterator[Finding]:
+        """Also the calls this module makes to a custom-gradient function of another project
+        module whose outputs are inputs it passes as a literal structure
+        (`ops.scale_grads([query, key], s)` returning `tensors`): the module that defines it does
+        not see that structure, so the finding is at the call."""
+        yield from super().check(model)
+        if not model.project_imports and not model.star_imports:
+            return
+        for call, scope in model.all_calls:
+            site = model.site_called_by(call, scope)
+            if site is None or site.model is model or site.has_varargs or not site.outputs:
+                continue
+            positional = [a for a in call.args if a.keyword is None]
+            if any(a.star for a in positional) or len(positional) > len(site.inputs):
+                continue
+            counts = [model.structure_count(a.value, scope) for a in positional]
+            if all(c is None for c in counts):
+                continue
+            params: dict[int, int | None] = {}
+            for param, count in zip(site.input_params, counts):
+                for value in site.scope.bindings.get(param.name.value, []):
+                    if isinstance(value, Param) and value.node is param:
+                        params[id(value)] = count  # None: a structure this call does not show
+            flat = {site.model.flat_count(y, site.scope, params=params) for y in site.outputs}
+            if len(flat) != 1 or None in flat:
+                continue
+            outputs = flat.pop()
+            if outputs == site.output_count:
+                continue  # what the defining module shows: judged there
+            for grad in _mismatched(site, outputs):
+                yield Finding(
+                    call,
+                    f"This call makes `{site.name}` return {outputs} outputs (flattened), but `{grad.name}` takes "
+                    f"{len(grad.upstream_params)} upstream gradient{'s' if len(grad.upstream_params) != 1 else ''}: "
+                    "TensorFlow calls it with one upstream gradient per flattened output and raises TypeError; take "
+                    "one parameter per output (or `*upstreams`)",
+                )
+                break
+
+
+def _mismatched(site: GradientSite, outputs: int):
+    """The grad fns whose upstream parameters cannot take `outputs` upstream gradients."""
+    for grad in site.grad_fns:
+        if grad.has_varargs:
+            continue
+        if not grad.required_upstream <= outputs <= len(grad.upstream_params):
+            yield grad

@@ -307,6 +307,38 @@ def recompute(f):
                 "pass them positionally",
                 site=site,
             )
+        if model.project_imports or model.star_imports:
+            yield from _defaults_at_calls(model)
+
+
+def _defaults_at_calls(model: ModuleModel) -> Iterator[Finding]:
+    """The calls this module makes to a custom-gradient function of another project module
+    that pass or leave out one of its defaulted inputs so that TensorFlow expects another number
+    of gradients than its grad fn returns (the defining module does not see these calls)."""
+    for call, scope in model.all_calls:
+        positional = [a for a in call.args if a.keyword is None]
+        if not positional or any(a.star for a in positional) or len(positional) != len(call.args):
+            continue  # keywords are flagged above; `*args` has an unknown count
+        site = model.site_called_by(call, scope)
+        if site is None or site.model is model or site.variables or site.has_varargs:
+            continue
+        defaulted = [i for i, p in enumerate(site.input_params) if p.default is not None]
+        if not defaulted:
+            continue
+        returned = {site.model.flat_count(r.value, g.scope) for g in site.grad_fns for r in g.returns
+                    if r.value is not None}
+        passed = model.passed_at_least(call, scope)
+        if len(returned) != 1 or None in returned or passed is None or passed in returned:
+            continue
+        (got,) = returned
+        param = site.input_params[defaulted[0]].name.value
+        how = "passes it positionally, making it an input" if len(positional) > defaulted[0] else "leaves it out"
+        yield Finding(
+            call,
+            f"`{site.name}` has a defaulted parameter `{param}` and this call {how}: TensorFlow expects {passed} "
+            f"gradient{'s' * (passed != 1)} here and the grad fn returns {got}; bind it in a closure instead",
+            site=site,
+        )
 
 
 def _default_made_input(site: GradientSite, index: int) -> str | None:

@@ -299,7 +299,9 @@ def tiled(x, reps: Tuple[int, int]):
                                                       "object has no attribute 'numpy'"))
                 continue
             qualname = model.qualname(func)
-            if qualname is None:
+            if qualname is None or not qualname.startswith(("numpy.", "tensorflow.", "keras.")):
+                # a project helper under any import form (`import pkg.helpers as H` names it
+                # `pkg.helpers.f`); a library's function resolves to no callable
                 yield from self._through_helper(site, call, scope, inside)
                 continue
             if not qualname.startswith("numpy."):
