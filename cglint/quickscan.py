@@ -162,13 +162,10 @@ def _qualname(expr: ast.expr, imports: dict[str, str]) -> str | None:
 
 # ---- a file that only calls a custom-gradient function of another project module -----------
 # `from .ops import clip_grad; clip_grad(x=t)` mentions no custom gradient, yet TensorFlow skips
-# the custom gradient of an all-keyword call (CG010). Such a file is linted when it makes a
-# keyword (or unpacked) call and names something an imported project module exports that can
-# lead to a custom gradient: the project index (`exports`) knows, built once per content.
-
-# an argument passed by keyword, over-approximated (`f(\n    x=t)`, `f(g(a), x=t)`; also `a, b = ...`)
-_KEYWORD_CALL = re.compile(r"[(,]\s*\w+[ \t]*=(?!=)")
-_UNPACKED_CALL = re.compile(r"^[ \t]*\w+[ \t]*,[ \t]*\w+[ \t]*=[ \t]*[\w.]+\(", re.MULTILINE)
+# the custom gradient of an all-keyword call (CG010), and a positional call can pass a float64
+# tensor (CG016) or a literal structure (CG007). Such a file is linted when it names something an
+# imported project module exports that can lead to a custom gradient: the project index
+# (`exports`) knows, built once per content.
 # Import lines, in two steps so that no part of a line is scanned twice: the keyword at a
 # line's start, then the rest of the line (its leading blanks stripped) by an anchored match
 # whose groups cannot trade characters (a run of dots or blanks is split one way only).
@@ -183,14 +180,14 @@ def calls_project_site(source: str, path: str | None) -> tuple[bool, dict[str, s
     """Whether a file that mentions no custom gradient may call one defined in another module
     of its project, and the project files that answer depends on (path -> sha256).
 
-    It may when it makes a keyword call (CG010) or an unpacked call (CG013's forgotten forward)
-    and names something an imported project module exports that can lead to a custom gradient
-    (`exports`: the site itself, a factory, a class, a table, a re-export); or, for CG013, when
-    an imported module may hold a forgotten forward. A file that merely imports a module that
-    mentions `custom_gradient` and makes some keyword call is not a candidate."""
+    It may when it names something an imported project module exports that can lead to a
+    custom gradient (`exports`: the site itself, a factory, a class, a table, a re-export): the
+    rules whose evidence is at the call (CG004, CG007, CG008, CG010, CG015, CG016) judge calls of
+    every form, positional ones included; or, for CG013, when an imported module may hold a
+    forgotten forward. A file that merely imports a module that mentions `custom_gradient` is
+    not a candidate."""
     seen: dict[str, str] = {}
-    unpacks = _UNPACKED_CALL.search(source) is not None
-    if not path or path.startswith("<") or path == "-" or not (unpacks or _KEYWORD_CALL.search(source)):
+    if not path or path.startswith("<") or path == "-":
         return False, seen
     todo = [(path, spec) for spec in _imported_modules(source)]
     found_all: list[str] = []

@@ -135,8 +135,6 @@ def test_gradient_dtype_at_a_call_in_another_module_through_the_prefilter(tmp_pa
     assert _codes(pkg / "main.py") == [("CG016", 6)]
 
 
-@pytest.mark.xfail(strict=True, reason="the prefilter skips a module that mentions no custom gradient and makes "
-                                       "no keyword call, though it calls a project one")
 def test_gradient_dtype_at_a_positional_only_call_in_another_module(tmp_path):
     caller = SCALE_CALLER.replace("tf.constant([1.0, 2.0], dtype=tf.float64)", "tf.cast(tf.constant([1.0, 2.0]), tf.float64)")
     pkg = _package(tmp_path, {"ops.py": SCALE_OPS, "main.py": caller.format(arg="x")})
