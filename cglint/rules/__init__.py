@@ -38,6 +38,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "CG017": ("cg017_gradient_override_ignored", "GradientOverrideIgnored"),
     "CG018": ("cg018_gradient_shape", "GradientShape"),
     "CG019": ("cg019_gradient_value", "GradientValue"),
+    "CG020": ("cg020_override_key_not_op_type", "OverrideKeyNotOpType"),
 }
 CODES: tuple[str, ...] = tuple(_REGISTRY)
 # Rules outside the default catalogue, run only when asked for (`--report-unused-noqa`).
