@@ -24,7 +24,8 @@ class OverrideKeyNotOpType(Rule):
     Flags a key of `graph.gradient_override_map({...})` that is no op type: a name no op can
     have (`"sign"`, `"relu"`: op types are CamelCase, custom ops' too) or a built-in op type
     spelled with other capitals (`"Matmul"` for `"MatMul"`, `"Conv2d"` for `"Conv2D"`). The key
-    is read as the code binds it: a string, a module constant, a dict bound to a name.
+    is read as the code binds it: a string, a module constant, a dict bound to a name and the
+    entries stored into it (`OVERRIDES["sign"] = "Identity"`).
 
     ## Why is this bad?
     The override map matches op types exactly. A key that is none overrides nothing, and
@@ -113,6 +114,42 @@ def quantize(x):
     with tf.get_default_graph().gradient_override_map({ROUND: "Identity"}):
         return tf.round(x)
 '''),
+        Invalid(
+            '''
+import tensorflow as tf
+
+OVERRIDES = {}
+OVERRIDES["relu"] = "ClippedReluGrad"
+
+@tf.RegisterGradient("ClippedReluGrad")
+def _clipped_relu_grad(op, grad):
+    return tf.clip_by_value(grad, -1.0, 1.0) * tf.cast(op.outputs[0] > 0, grad.dtype)
+
+graph = tf.Graph()
+with graph.as_default():
+    x = tf.constant([2.0])
+    with graph.gradient_override_map(OVERRIDES):
+        y = tf.nn.relu(x) * 10.0
+    grad = tf.gradients(y, x)
+''',
+            at="5:11",
+            fixed='''
+import tensorflow as tf
+
+OVERRIDES = {}
+OVERRIDES["Relu"] = "ClippedReluGrad"
+
+@tf.RegisterGradient("ClippedReluGrad")
+def _clipped_relu_grad(op, grad):
+    return tf.clip_by_value(grad, -1.0, 1.0) * tf.cast(op.outputs[0] > 0, grad.dtype)
+
+graph = tf.Graph()
+with graph.as_default():
+    x = tf.constant([2.0])
+    with graph.gradient_override_map(OVERRIDES):
+        y = tf.nn.relu(x) * 10.0
+    grad = tf.gradients(y, x)
+'''),
     ]
     VALID = [
         '''
@@ -164,11 +201,17 @@ def _keys(model: ModuleModel, arg: cst.BaseExpression, scope: Scope) -> Iterator
     tables = model.denote(arg, scope)
     if len(tables) != 1 or tables[0].kind != "table" or not isinstance(tables[0].node, cst.Dict):
         return
-    where = tables[0].scope or scope
-    for element in tables[0].node.elements:
-        if not isinstance(element, cst.DictElement):
-            continue
-        found = tables[0].model.denote(element.key, where)
+    table, owner = tables[0].node, tables[0].model
+    keys = [(e.key, tables[0].scope or scope) for e in table.elements if isinstance(e, cst.DictElement)]
+    # `OVERRIDES["Sign"] = "Identity"`: entries stored into that very dict, in any scope.
+    for body in owner.scope_of.values():
+        for target, _ in body.stores:
+            if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+                same = owner.denote(target.value, body)
+                if len(same) == 1 and same[0].node is table:
+                    keys.append((target.slice[0].slice.value, body))
+    for key, where in keys:
+        found = owner.denote(key, where)
         if len(found) == 1 and found[0].kind == "constant" and isinstance(found[0].node, cst.SimpleString):
             value = found[0].node.evaluated_value
             if isinstance(value, str):
