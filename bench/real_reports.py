@@ -44,11 +44,6 @@ SYMPTOM = {
 
 # Why a reproducing report is missed, kept with the script so every run writes it.
 NOTES: dict[str, str] = {
-    "15_phase_shift_no_conjugate": (
-        "reported, but not with its own symptom: both runtimes say `mismatch` (d/phi off by 662% vs "
-        "autodiff) without naming the conjugate. The conjugate test recognises custom = conj(autodiff) "
-        "for a complex *input*; here the input (phi) is real and the output complex, so the missing "
-        "conjugate shows as Re(u * g) against Re(u * conj(g)), which needs the upstream's phase to name."),
     "16_flip_gradient_override_ignored": (
         "in TF 2 eager code `gradient_override_map` is ignored, so no custom gradient ever runs. `cglint "
         "trace` now says so, as the registered function's `error` (the map was entered while TensorFlow "

@@ -1,6 +1,11 @@
-"""Peak memory of `cglint trace` on an iterative forward (issue 34, item 6).
+"""Peak memory of `cglint trace` (and `--runtime`) on an iterative forward (issue 34, item 6).
 
     python bench/trace_memory.py [--steps 3000] [--size 200000]
+    python bench/trace_memory.py --runtime --steps 150   # a module that calls it on its import
+
+With `--runtime` the program is a module that calls the custom gradient eagerly on its own data
+when imported, measured plain (`python module.py`) and under `cglint --runtime=all`, whose child
+imports it and checks the function (the largest process is the measure either way).
 
 A custom gradient whose forward is a `tf.while_loop` of STEPS iterations over SIZE elements,
 differentiated once in a compiled step: the program keeps one step's tensors (the loop is one op
@@ -52,6 +57,11 @@ def step(x):  # as a compiled training step runs it: the loop is one op, autodif
 print(float(tf.reduce_sum(step(tf.random.uniform([{size}], 0.5, 2.0, seed=1)))))
 """
 
+MODULE = PROGRAM.split("@tf.function")[0] + """
+X = tf.random.uniform([{size}], 0.5, 2.0, seed=1)
+Y = heron_sqrt(X)
+"""
+
 WRAPPER = """
 import json, resource, subprocess, sys
 limit = int(sys.argv[2]) << 30
@@ -74,23 +84,29 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=200000)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--data-limit", type=int, default=6, help="GiB of data segment per run")
+    ap.add_argument("--runtime", action="store_true", help="measure `cglint --runtime=all` on a module instead")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         prog = tmp / "iterate.py"
-        prog.write_text(PROGRAM.format(steps=args.steps, size=args.size))
+        prog.write_text((MODULE if args.runtime else PROGRAM).format(steps=args.steps, size=args.size))
         report = tmp / "trace.json"
+        if args.runtime:
+            checked = [sys.executable, "-m", "cglint", "--no-cache", "--runtime=all", "--runtime-timeout", "900",
+                       "--output-format", "json", "--output-file", str(report), str(prog)]
+        else:
+            checked = [sys.executable, "-m", "cglint", "trace", "--output-format", "json",
+                       "--output-file", str(report), "--", sys.executable, str(prog)]
         plain, traced = [], []
         for _ in range(args.repeats):
             plain.append(measure([sys.executable, str(prog)], tmp, args.data_limit))
-            traced.append(measure([sys.executable, "-m", "cglint", "trace", "--output-format", "json",
-                                   "--output-file", str(report), "--", sys.executable, str(prog)], tmp, args.data_limit))
+            traced.append(measure(checked, tmp, args.data_limit))
         p = max(r["rss_kib"] for r in plain) / 1024
         t = max(r["rss_kib"] for r in traced) / 1024
         entries = json.loads(report.read_text()).get("runtime", []) if report.exists() else []
         print(f"{args.steps}-step while_loop of {args.size:,} elements, {args.repeats} run(s) each")
         print(f"plain  peak {p:,.0f} MiB (exit {[r['rc'] for r in plain]})")
-        print(f"traced peak {t:,.0f} MiB (exit {[r['rc'] for r in traced]}); budget 1.5 x plain + 300 MB = "
+        print(f"{'runtime' if args.runtime else 'traced'} peak {t:,.0f} MiB (exit {[r['rc'] for r in traced]}); budget 1.5 x plain + 300 MB = "
               f"{1.5 * p + 300e6 / 2**20:,.0f} MiB: {'within' if t <= 1.5 * p + 300e6 / 2**20 else 'OVER'}")
         for e in entries:
             print(f"  {e.get('function')}: {e.get('verdict')} | {e.get('detail')} | {e.get('checked', '')}")

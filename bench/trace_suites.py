@@ -46,9 +46,15 @@ SUITES = {
     "sonnet": (["sonnet/src/scale_gradient_test.py", "sonnet/src/leaky_clip_by_value_test.py"], None, {}),
     "keras": (["keras/src/ops/core_test.py", "keras/src/quantizers/quantizers_test.py"],
               "custom_gradient or fake_quant or quantize", {}),
+    # Keras's quantized layers' own tests, with Keras's custom gradients judged (`--include keras`)
+    "keras-quantized": (["keras/src/layers/core/dense_test.py", "keras/src/layers/core/einsum_dense_test.py",
+                         "keras/src/layers/core/embedding_test.py"], "int8 or int4 or float8",
+                        {"KERAS_BACKEND": "tensorflow"}),
     # TFP's wheel has no tests: these two come from its repository (see TFP_TESTS), run from the cache
     "tfp": (["tfp-tests/custom_gradient_test.py", "tfp-tests/generic_test.py"], "not Collective", {}),
 }
+# `cglint trace` options per suite: library code is left alone unless included.
+TRACE_ARGS = {"keras-quantized": ["--include", "keras"]}
 # The mutation benchmark's `--trace` (bench/mutation.py) runs the ecosystem projects' own tests.
 # Their wheels lack some: source checkouts at the released tag supply them (tests, and
 # elasticdeform's C extension built in place, as `pip install -e .` leaves a checkout), from git
@@ -254,8 +260,8 @@ def run_suite(name: str, repeats: int, tmp: Path) -> dict:
         junit, report = tmp / "traced.xml", tmp / "trace.json"
         report.unlink(missing_ok=True)
         traced.append(measured(
-            [str(VENV / "bin" / "cglint"), "trace", "--output-format", "json", "--output-file", str(report),
-             "--", *pytest, f"--junitxml={junit}"],
+            [str(VENV / "bin" / "cglint"), "trace", *TRACE_ARGS.get(name, []), "--output-format", "json",
+             "--output-file", str(report), "--", *pytest, f"--junitxml={junit}"],
             tmp, sp, env,
         ))
         counts_traced = junit_counts(junit)

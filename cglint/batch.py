@@ -42,13 +42,23 @@ def job_count(requested: int | None, files_to_parse: int) -> int:
 
 def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
                cache: Cache | None = None, jobs: int | None = None,
-               on_error: Callable[[str, Exception], None] | None = None) -> list[FileResult]:
+               on_error: Callable[[str, Exception], None] | None = None,
+               progress: Callable[[int, int], None] | None = None) -> list[FileResult]:
     """Results in the order of `paths`. A path that cannot be read (OSError) or that cglint
     fails on (engine.InternalError) is handed to `on_error` and left out; without `on_error`
-    the exception propagates."""
+    the exception propagates. `progress(done, total)` is told as files are done."""
+    with quickscan.listings():
+        return _lint_paths(paths, codes_for, cache, jobs, on_error, progress or (lambda done, total: None))
+
+
+def _lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], cache: Cache | None,
+                jobs: int | None, on_error: Callable[[str, Exception], None] | None,
+                progress: Callable[[int, int], None]) -> list[FileResult]:
     results: list[FileResult | None] = [None] * len(paths)
+    generation = quickscan.generation()
     todo: list[tuple[int, str, str, list[str]]] = []
     for i, path in enumerate(paths):
+        progress(i - len(todo), len(paths))
         notebook = path.endswith(".ipynb")
         if cache is not None and not notebook and cache.quiet(path):
             results[i] = FileResult(path, "", [], parsed=False)  # unchanged, and it had nothing to lint
@@ -69,13 +79,24 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
                 raise
             on_error(path, exc)
             continue
-        reaches = (True, {}) if files.may_hold_site(source) else quickscan.calls_project_site(source, path)
+        if files.may_hold_site(source):
+            reaches: tuple[bool, dict[str, str]] = (True, {})
+        else:
+            # An entry means a full lint of this text, valid while the modules it read are
+            # unchanged: the answer whatever the prefilter says now (it never hides a finding),
+            # without building the project index to ask it.
+            hit = cache.get(path, source, codes) if cache is not None else None
+            if hit is not None:
+                results[i] = hit
+                continue
+            reaches = quickscan.calls_project_site(source, path)
         if not reaches[0]:
             # Nothing to report, and no code frame to print: the text is not kept. Quiet for
-            # good only when no project module it imports could make it matter.
+            # good when no project module it imports could make it matter, else for as long as
+            # every module the project index read is unchanged.
             results[i] = FileResult(path, "", [], parsed=False)
-            if cache is not None and not reaches[1]:
-                cache.remember_quiet(path, read.identity)
+            if cache is not None:
+                cache.remember_quiet(path, read.identity, project=bool(reaches[1]))
             continue
         if cache is not None:
             hit = cache.get(path, source, codes)
@@ -89,7 +110,8 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
         done = _in_pool(todo, n_jobs)
     else:
         done = (_lint_one((path, source, codes)) for _, path, source, codes in todo)
-    for (i, path, source, codes), result in zip(todo, done):
+    for n, ((i, path, source, codes), result) in enumerate(zip(todo, done), 1):
+        progress(len(paths) - len(todo) + n, len(paths))
         if isinstance(result, engine.InternalError):
             if on_error is None:
                 raise result
@@ -98,8 +120,10 @@ def lint_paths(paths: Sequence[str], codes_for: Callable[[str], list[str]], *,
         if cache is not None:
             cache.put(path, source, codes, result)
         results[i] = result
+    progress(len(paths), len(paths))
     if cache is not None:
-        cache.save()
+        # Files quiet by the project index are kept only if one index decided them all.
+        cache.save(quickscan.snapshot() if quickscan.generation() == generation else None)
     return [r for r in results if r is not None]
 
 

@@ -87,9 +87,15 @@ class Cache:
         self._quiet_path = self.directory / "quiet" / f"{fingerprint[:20]}.json"
         self._quiet: dict[str, list[int]] | None = None
         self._quiet_changed = False
+        # Quiet files that import project modules: quiet while every file and directory the
+        # project index read is unchanged (`quickscan.snapshot`).
+        self._project_path = self.directory / "quiet" / f"{fingerprint[:20]}-project.json"
+        self._project: tuple[dict[str, list[int] | None], dict[str, list[int]]] | None = None
+        self._project_new: dict[str, list[int]] = {}
         self._ready = False
         self._refused = False
         self.hits = self.misses = 0
+        self._digests: dict[str, str | None] = {}
 
     def problem(self) -> str | None:
         """Why this cache must not be used (a warning to print), or None. A directory someone
@@ -131,7 +137,7 @@ class Cache:
                 raise LookupError
             entry = json.loads(_read(self._entry(path)))
             if (entry.get("key") != self._file_key(codes) or entry.get("content") != _digest(source)
-                    or any(_file_digest(dep) != digest for dep, digest in entry.get("dependencies", {}).items())):
+                    or any(self._digest_of(dep) != digest for dep, digest in entry.get("dependencies", {}).items())):
                 raise LookupError  # stale: the file, or a project module it imports, changed
             codes = {c if isinstance(c, str) else c.code for c in codes} | {"CG000"}
             diagnostics = [_diagnostic(_valid(d, codes), path) for d in entry["diagnostics"]]
@@ -144,6 +150,14 @@ class Cache:
             return None
         self.hits += 1
         return result
+
+    def _digest_of(self, path: Any) -> str | None:
+        """`_file_digest`, once per path and run (the files of a package share their imports)."""
+        if not isinstance(path, str):
+            raise TypeError
+        if path not in self._digests:
+            self._digests[path] = _file_digest(path)
+        return self._digests[path]
 
     def put(self, path: str, source: str, codes: Iterable[Any], result: FileResult) -> None:
         entry = {"key": self._file_key(codes), "content": _digest(source), "dependencies": result.dependencies,
@@ -168,14 +182,20 @@ class Cache:
             self._quiet = self._load_quiet()
         known = self._quiet.get(os.path.abspath(path))
         if known is None:
-            return False
+            if self._project is None:
+                self._project = self._load_project()
+            known = self._project[1].get(os.path.abspath(path))
+            if known is None:
+                return False
         try:
             return known == _identity(os.stat(path))
         except OSError:
             return False  # the read says what is wrong
 
-    def remember_quiet(self, path: str, identity: tuple[int, int, int, int]) -> None:
-        """`path`, read with `identity` (files.Read.identity), failed the prefilter."""
+    def remember_quiet(self, path: str, identity: tuple[int, int, int, int], project: bool = False) -> None:
+        """`path`, read with `identity` (files.Read.identity), failed the prefilter; `project`:
+        by what the project index says of the modules it imports (kept only with the index's
+        snapshot, `save`)."""
         try:
             now = _identity(os.stat(path))
         except OSError:
@@ -185,14 +205,21 @@ class Cache:
         # remembered yet. The change time also covers a chmod (an unreadable file is read again).
         if tuple(now[:4]) != tuple(identity) or time.time_ns() - now[3] < 2_000_000_000:
             return
+        if project:
+            self._project_new[os.path.abspath(path)] = now
+            return
         if self._quiet is None:
             self._quiet = self._load_quiet()
         self._quiet[os.path.abspath(path)] = now
         self._quiet_changed = True
 
-    def save(self) -> None:
+    def save(self, snapshot: dict[str, list[int] | None] | None = None) -> None:
         """Writes the quiet index if this run added to it (atomically: a concurrent run reads
-        the old or the new index, never a torn one)."""
+        the old or the new index, never a torn one). `snapshot`: the project index's, under
+        which this run's `remember_quiet(..., project=True)` files were decided (None: they
+        are not kept)."""
+        if snapshot is not None and self._project_new:
+            self._save_project(snapshot)
         if not self._quiet_changed or self._quiet is None:
             return
         try:
@@ -202,6 +229,45 @@ class Cache:
                 return
             self._write(self._quiet_path, json.dumps(self._quiet, separators=(",", ":")).encode())
             self._quiet_changed = False
+        except OSError:
+            pass
+
+    def _load_project(self) -> tuple[dict[str, list[int] | None], dict[str, list[int]]]:
+        """The last snapshot and its quiet files, if every file and directory in it is unchanged
+        (checked once per run: a stat each); else nothing."""
+        try:
+            if not self._refused:
+                data = json.loads(_read(self._project_path))
+                snapshot, quiet = data["snapshot"], data["files"]
+                if not (isinstance(snapshot, dict) and isinstance(quiet, dict)
+                        and all(v is None or _is_identity(v) for v in snapshot.values())
+                        and all(_is_identity(v) for v in quiet.values())):
+                    raise TypeError
+                from cglint import quickscan
+
+                if quickscan.unchanged(snapshot):
+                    return snapshot, quiet
+        except (OSError, ValueError, LookupError, TypeError, RecursionError):
+            pass
+        return {}, {}
+
+    def _save_project(self, snapshot: dict[str, list[int] | None]) -> None:
+        if self._project is None:
+            self._project = self._load_project()
+        old, quiet = self._project
+        # Entries of the last snapshot still stand (it was unchanged when loaded): kept beside
+        # this run's, under both snapshots at once; where they disagree, this run's alone.
+        if any(path in old and old[path] != identity for path, identity in snapshot.items()):
+            old, quiet = {}, {}
+        merged = ({**old, **snapshot}, {**quiet, **self._project_new})
+        try:
+            self._prepare()
+            self._project_path.parent.mkdir(exist_ok=True)
+            if self.problem():
+                return
+            self._write(self._project_path, json.dumps({"snapshot": merged[0], "files": merged[1]},
+                                                       separators=(",", ":")).encode())
+            self._project, self._project_new = merged, {}
         except OSError:
             pass
 
@@ -347,6 +413,10 @@ def _diagnostic(stored: dict[str, Any], path: str) -> Diagnostic:
     if fix is not None:
         d.fix = StoredFix(**fix)
     return d
+
+
+def _is_identity(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 5 and all(type(v) is int for v in value)
 
 
 def _identity(st: os.stat_result) -> list[int]:

@@ -15,10 +15,13 @@ flake8 give the same findings).
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import os
 import re
+import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from cglint import source as pysource
 from cglint.names import KERAS_CUSTOM_GRADIENT, TF_CUSTOM_GRADIENT, alias_to_tensorflow, normalize
@@ -212,7 +215,7 @@ def calls_project_site(source: str, path: str | None) -> tuple[bool, dict[str, s
     # names this file uses.
     for f in found_all:
         exports(f)
-    names = frozenset().union(*(exports(f) for f in found_all))
+    names = frozenset().union(*(_index.exports[f] if f in _index.exports else exports(f) for f in found_all))
     return bool(names & set(_WORD.findall(source))), seen
 
 
@@ -241,25 +244,94 @@ class _Index:
         self.importers: dict[str, set[str]] = {}
         self.filled: set[str] = set()  # registries: a site elsewhere is stored in them
         self.listed: dict[str, list[str]] = {}
+        self.roots: dict[str, list[str]] = {}
+        self.dirs: dict[str, list[int] | None] = {}  # directories listed, with their identity before
+        self.unlisted = False
+        self.files: dict[str, tuple[frozenset[str], frozenset[str]]] = {}  # directory -> its files and directories
         self.sources: dict[str, dict[str, list[tuple[int, str]]]] = {}  # path -> local name -> the modules it may come from
 
     def resolve(self, here: str, importer: str, level: int, dotted: str) -> str | None:
         """`module_path`, remembered per (importer's directory, import) for this index."""
         key = (here, level, dotted)
         if key not in self.paths:
-            self.paths[key] = module_path(importer, level, dotted)
+            if level:
+                self.paths[key] = module_path(importer, level, dotted, self.isfile)
+            else:  # as module_path, with the roots of a directory found once
+                roots = self.roots.get(here)
+                if roots is None:
+                    roots = self.roots[here] = _roots(here, self.isfile)
+                parts = [p for p in dotted.split(".") if p]
+                self.paths[key] = next((f for f in (_module_file(r, parts, self.isfile) for r in roots) if f), None)
         return self.paths[key]
+
+    def isfile(self, path: str) -> bool:
+        """`os.path.isfile`; within `listings()`, from one listing per directory (a large tree
+        asks each directory for dozens of names, most of them absent): a name listed as a
+        file, or a link to one."""
+        if not _listings_on:
+            self.unlisted = True  # a resolution `snapshot` cannot vouch for
+            return os.path.isfile(path)
+        directory, name = os.path.split(path)
+        return name in self._listing(directory)[0]
+
+    def _listing(self, directory: str) -> tuple[frozenset[str], frozenset[str]]:
+        """(files, directories) of `directory`; one its parent (listed already) does not hold
+        is not read. A directory that cannot be read is recorded as absent (`snapshot`)."""
+        found = self.files.get(directory)
+        if found is None:
+            found = _EMPTY_LISTING
+            parent, name = os.path.split(directory)
+            listed = self.files.get(parent)
+            if listed is None or name in listed[1]:
+                identity = _identity(directory)
+                files, dirs = set(), set()
+                try:
+                    with os.scandir(directory) as entries:
+                        for entry in entries:
+                            try:
+                                if entry.is_file():
+                                    files.add(entry.name)
+                                elif entry.is_dir():
+                                    dirs.add(entry.name)
+                            except OSError:
+                                pass
+                except (OSError, ValueError):
+                    identity = None
+                self.dirs[directory] = identity
+                found = (frozenset(files), frozenset(dirs))
+            self.files[directory] = found
+        return found
 
     def siblings(self, directory: str) -> list[str]:
         """The modules of a directory the model reads for what fills a registry defined there
         (`model.tables`: the first 4 * MAX_SIBLINGS names), listed once."""
         if directory not in self.listed:
+            self.dirs.setdefault(directory, _identity(directory))
             try:
                 names = sorted(n for n in os.listdir(directory) if n.endswith(".py"))[:4 * MAX_SIBLINGS]
             except OSError:
                 names = []
             self.listed[directory] = [os.path.join(directory, n) for n in names]
         return self.listed[directory]
+
+    def snapshot(self) -> dict[str, list[int] | None] | None:
+        """Every file and directory this index read, by identity (`_identity`): while they are all
+        unchanged, every answer `calls_project_site` gave from it stands (the cache's quiet
+        files with project imports). None when it cannot vouch for that: the graph was cut at
+        MAX_GRAPH (what it holds then depends on the order of the questions), or a file changed
+        since it was read, or changed too recently to tell (git's "racy" case)."""
+        if len(self.imports) >= MAX_GRAPH or self.unlisted:
+            return None
+        out: dict[str, list[int] | None] = dict(self.dirs)
+        recent = time.time_ns() - 2_000_000_000
+        for path, stamp in self.stamps.items():
+            now = _identity(path)
+            if (None if now is None else (now[3], now[2])) != stamp:
+                return None
+            out[path] = now
+        if any(i is not None and i[3] > recent for i in out.values()):  # as Cache.remember_quiet
+            return None
+        return out
 
     def fresh(self, path: str) -> bool:
         return path in self.stamps and self.stamps[path] == _stamp(path)
@@ -274,8 +346,8 @@ class _Index:
             path = todo.pop()
             if path in self.imports:
                 continue
+            self.stamps[path] = _stamp(path)  # before the read: a change after it shows in `snapshot`
             read = _module_text(path)
-            self.stamps[path] = _stamp(path)
             here = os.path.dirname(os.path.abspath(path))
             found = [self.resolve(here, path, level, dotted) for level, dotted in (read[3] if read else [])]
             self.imports[path] = [f for f in dict.fromkeys(found) if f is not None and f != path]
@@ -308,7 +380,7 @@ class _Index:
             if text is None or not (path in self.filled or any(w in text for w in _SEEDS.union(upstream))
                                     or _forgets(path)):
                 return frozenset()  # not parsed until a seed or an exported name appears in it
-            self.statements[path], self.stars[path], self.sources[path] = _summary(path, text)
+            self.statements[path], self.stars[path], self.sources[path] = _summary(path, text, self.isfile)
         statements = self.statements[path]
         if statements is None:
             return frozenset()
@@ -342,7 +414,10 @@ class _Index:
         return out
 
 
+_EMPTY_LISTING: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
 _index = _Index()
+_generation = 0
+_listings_on = False
 
 
 def exports(path: str) -> frozenset[str]:
@@ -353,9 +428,10 @@ def exports(path: str) -> frozenset[str]:
     clip as clip_grad`, a star import. Over-approximate by construction (a word anywhere in the
     statement counts, at any depth of imports), so the prefilter never hides what the model
     resolves."""
-    global _index
+    global _index, _generation
     if path in _index.exports and not _index.fresh(path):
         _index = _Index()  # a module changed on disk (a long-lived host): index again
+        _generation += 1
     _index.add(path)
     return _index.exports.get(path, frozenset())
 
@@ -387,7 +463,7 @@ def _terminal(expr: ast.expr) -> str | None:
     return expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else None
 
 
-def _summary(path: str, text: str) -> tuple[list[_Statement] | None, list[str], dict[str, list[tuple[int, str]]]]:
+def _summary(path: str, text: str, isfile: Callable[[str], bool] = os.path.isfile) -> tuple[list[_Statement] | None, list[str], dict[str, list[tuple[int, str]]]]:
     """Each top-level statement's words, bindings and whether it applies a seed (under any local
     name: `from tensorflow import custom_gradient as cg`); each imported name on its own; the
     modules star-imported."""
@@ -409,7 +485,7 @@ def _summary(path: str, text: str) -> tuple[list[_Statement] | None, list[str], 
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             for a in stmt.names:
                 if a.name == "*":
-                    found = module_path(path, getattr(stmt, "level", 0), getattr(stmt, "module", None) or "")
+                    found = module_path(path, getattr(stmt, "level", 0), getattr(stmt, "module", None) or "", isfile)
                     stars += [found] if found is not None else []
                     continue
                 local = a.asname or (a.name.split(".")[0] if isinstance(stmt, ast.Import) else a.name)
@@ -491,6 +567,48 @@ def _bound(stmt: ast.stmt) -> set[str]:
     return out
 
 
+def _identity(path: str) -> list[int] | None:
+    """As the cache's quiet index identifies a file: device, inode, size, modification and change times."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+@contextlib.contextmanager
+def listings():
+    """While the tree does not change (one command-line run), the index resolves imports from
+    one listing per directory; after, from the file system again (a long-lived host sees new
+    files), with resolutions it remembers kept as before."""
+    global _listings_on, _index, _generation
+    # A fresh index: an earlier run's resolutions may be stale now (`snapshot` vouches only for its own).
+    _index = _Index()
+    _generation += 1
+    _listings_on = True
+    try:
+        yield
+    finally:
+        _listings_on = False
+        _index.files.clear()
+        _index.roots.clear()
+
+
+def snapshot() -> dict[str, list[int] | None] | None:
+    """The current index's `snapshot` (see `_Index.snapshot`)."""
+    return _index.snapshot()
+
+
+def generation() -> int:
+    """Counts the indexes this process started: answers given under two of them cannot share a snapshot."""
+    return _generation
+
+
+def unchanged(snap: dict[str, list[int] | None]) -> bool:
+    """Whether every file and directory of a snapshot still has the identity it had."""
+    return all(_identity(path) == identity for path, identity in snap.items())
+
+
 def _stamp(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -562,35 +680,36 @@ def _module_text(path: str) -> tuple[str, bool, bool, list[tuple[int, str]]] | N
     return _texts[path][1:]
 
 
-def module_path(importer: str, level: int, dotted: str) -> str | None:
+def module_path(importer: str, level: int, dotted: str, isfile: Callable[[str], bool] = os.path.isfile) -> str | None:
     """The project file `dotted` names for a module at `importer` (relative imports from its
-    package, absolute ones from the directory above its top package and from its own), or None."""
+    package, absolute ones from the directory above its top package and from its own), or None.
+    `isfile`: `os.path.isfile`, or the index's cached listings (the same answer, fewer stats)."""
     parts = [p for p in dotted.split(".") if p]
     here = os.path.dirname(os.path.abspath(importer))
     if level:
         base = here
         for _ in range(level - 1):
             base = os.path.dirname(base)
-        return _module_file(base, parts)
-    for root in _roots(here):
-        found = _module_file(root, parts)
+        return _module_file(base, parts, isfile)
+    for root in _roots(here, isfile):
+        found = _module_file(root, parts, isfile)
         if found is not None:
             return found
     return None
 
 
-def _module_file(base: str, parts: list[str]) -> str | None:
+def _module_file(base: str, parts: list[str], isfile: Callable[[str], bool] = os.path.isfile) -> str | None:
     target = os.path.join(base, *parts)
     for candidate in (target + ".py", os.path.join(target, "__init__.py")):
-        if os.path.isfile(candidate):
+        if isfile(candidate):
             return candidate
     return None
 
 
-def _roots(directory: str) -> list[str]:
+def _roots(directory: str, isfile: Callable[[str], bool] = os.path.isfile) -> list[str]:
     """Where absolute imports of the project resolve: the directory above the top package the
     importer is in, and the importer's own directory."""
     top = directory
-    while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
+    while isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
         top = os.path.dirname(top)
     return [top] if top == directory else [top, directory]

@@ -2,9 +2,11 @@
 
 - `tensorflow`: needs TensorFlow (imports it, or runs code that does): everything under
   `tests/runtime/`, and the modules named in TENSORFLOW;
-- `slow`: a test module that takes minutes of CPU on two cores (subprocess matrices, real
-  editors and pre-commit, the fuzz and regex campaigns, TensorFlow under trace). The default
-  suite (`pytest -n auto`, `.ci/run`) runs them; `pytest -m "not slow"` is the quick loop;
+- `slow`: a test module (or, in SLOW_TESTS, one test) that takes tens of seconds to minutes of
+  CPU (subprocess matrices, real editors and pre-commit, the fuzz and regex campaigns, whole
+  corpora linted several ways, TensorFlow started in child processes). The default suite
+  (`pytest -n auto`, `.ci/run`) runs them; `pytest -m "not slow"` is the quick loop (the rules,
+  the model, the evaluator, fixes, the CLI, the server, TensorFlow in process);
 - `benchmark`: a measurement rather than a check of one behaviour (the metamorphic matrix over
   every rule example): not in the default suite, run by `pytest -m benchmark`;
 - `install`: the install and CI recipes run verbatim, each installing cglint and TensorFlow into
@@ -31,7 +33,12 @@ SLOW = {
     "test_realistic_corpus.py", "test_heldout_corpus.py", "test_real_reports_corpus.py", "test_op_coverage.py",
     "test_runtime_processes.py", "test_fix_verify.py", "test_example_behaviour.py", "test_rule_claims.py",
     "test_model_boundaries.py", "test_project.py", "test_html_browser.py",
+    "test_cache.py", "test_trust.py", "test_robustness_parse.py", "test_robustness_paths.py", "test_flake8.py",
+    "test_channels.py", "test_runtime_cli.py", "test_runtime_fixtures.py", "test_runtime_hostile.py",
+    "test_fix_then_runtime.py", "test_upstream_shape_only.py", "test_runtime_import_failure.py",
+    "test_keras_fixes.py", "test_trace_memory.py", "test_runtime_runner.py",
 }
+SLOW_TESTS = {"test_fix.py::test_fix_every_fixture", "test_rule_docs.py::test_a_stale_page_is_caught"}
 BENCHMARK = {"test_metamorphic.py", "test_metamorphic_runtime.py"}
 INSTALL = {"test_install_recipes.py"}
 APART = {"benchmark": BENCHMARK, "install": INSTALL}  # tiers run only when their marker is asked for
@@ -61,7 +68,7 @@ def pytest_collection_modifyitems(config, items):
         path = Path(str(item.fspath))
         if "runtime" in path.relative_to(TESTS).parts[:-1] or path.name in TENSORFLOW:
             item.add_marker(pytest.mark.tensorflow)
-        if path.name in SLOW:
+        if path.name in SLOW or f"{path.name}::{item.originalname}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
         if path.name in BENCHMARK:
             item.add_marker(pytest.mark.benchmark)

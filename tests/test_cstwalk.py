@@ -121,3 +121,18 @@ def test_child_order_is_source_order():
     order = child_fields(cst.FunctionDef)
     assert order.index("decorators") < order.index("name") < order.index("params") < order.index("body")
     assert child_fields(cst.IfExp).index("body") < child_fields(cst.IfExp).index("test")
+
+
+@pytest.mark.parametrize("name,source", CORPUS[::7], ids=[n for n, _ in CORPUS[::7]])
+def test_a_calls_parent_from_its_scope_is_its_parent_in_the_module(name, source):
+    """`ModuleModel.parent` answers a call from its scope's subtree: the module's answer."""
+    from cglint.model import ModuleModel
+
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        pytest.skip("not parseable by libcst (a CG000 example)")
+    model = ModuleModel(module)
+    asked = [(call, model.parent(call)) for call, _ in model.all_calls]
+    table = parents(module)
+    assert all(found is table.get(call) for call, found in asked)

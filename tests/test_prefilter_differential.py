@@ -56,3 +56,41 @@ def test_exports_follow_re_exports_tables_and_factories(project):
     assert {"op_0", "op_1"} <= quickscan.exports(str(project / "__init__.py"))
     assert "OPS" in quickscan.exports(str(project / "registry.py"))
     assert "make_0" in quickscan.exports(str(project / "factories.py"))
+
+
+def test_a_warm_run_answers_as_a_cold_one_and_sees_a_changed_import(tmp_path):
+    """Files quiet by the project index are remembered with the index's snapshot: a warm run
+    stats them, gives the findings a run without the cache gives, and a module they import
+    that starts defining a custom gradient makes them candidates again."""
+    import os
+    import time
+
+    from cglint import batch
+    from cglint.cache import Cache
+    from cglint.rules import CODES
+
+    pkg = synthetic.make(tmp_path / "tree", files=24, site_share=0.1, caller_share=0.3)
+    past = time.time() - 60  # older than the index's racy window
+    for p in [*pkg.rglob("*"), pkg, pkg.parent]:
+        os.utime(p, (past, past))
+    paths = sorted(str(p) for p in pkg.glob("*.py"))
+    plain = [p for p in paths if "helper_" in open(p).read() and os.path.basename(p).startswith("c")]
+
+    def run(cache):
+        return {r.path: [(d.line, d.column, d.code) for d in r.diagnostics]
+                for r in batch.lint_paths(paths, lambda _: list(CODES), cache=cache, jobs=1)}
+
+    cold = run(None)
+    assert any(cold.values()) and plain
+    assert run(Cache(tmp_path / "cache", "k")) == cold
+    warm = Cache(tmp_path / "cache", "k")
+    assert all(warm.quiet(p) for p in plain)  # by the snapshot: nothing imported changed
+    assert run(warm) == cold
+    # A helper that the plain files call by keyword becomes a custom gradient.
+    k = open(plain[0]).read().split("helper_")[1].split()[0]
+    site = pkg / f"m{k}.py"
+    site.write_text(site.read_text().replace(f"def helper_{k}", f"@tf.custom_gradient\ndef helper_{k}"))
+    os.utime(site, (past + 1, past + 1))
+    later = Cache(tmp_path / "cache", "k")
+    assert not later.quiet(plain[0])
+    assert run(later) == run(None)

@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from cglint.commands.common import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, fail, note, plural, warn, why, with_unused_noqa
+from cglint.commands.common import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, fail, note, plural, terminal_progress, warn, why,
+                                   with_unused_noqa)
 from cglint.commands.fix import diff, fix_one, list_fixes, recorded_by_baseline, unsafe_hint, write_root
 
 
@@ -34,8 +35,12 @@ def run(args, settings, paths: list[str]) -> int:
                           unused_noqa=args.report_unused_noqa or "CG100" in settings.codes):
         from cglint import batch
 
+        progress = terminal_progress(args)
+
         def failed(path: str, exc: Exception) -> None:
             nonlocal failed_paths
+            if progress is not None:
+                progress.clear()
             if isinstance(exc, engine.OutOfMemory):
                 fail(f"{path}: {exc}")
             elif isinstance(exc, engine.InternalError):
@@ -50,8 +55,12 @@ def run(args, settings, paths: list[str]) -> int:
         if store is not None and store.problem():
             warn(store.problem())
             store = None
-        results = batch.lint_paths(list(found), settings.codes_for, cache=store, jobs=args.jobs,
-                                   on_error=failed)
+        try:
+            results = batch.lint_paths(list(found), settings.codes_for, cache=store, jobs=args.jobs,
+                                       on_error=failed, progress=progress)
+        finally:
+            if progress is not None:
+                progress.clear()
         found = iter(())
     for path in found:
         try:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -44,3 +46,43 @@ def with_unused_noqa(rules, args):
     from cglint.rules.cg100_unused_noqa import UnusedNoqa
 
     return [*rules, UnusedNoqa]
+
+
+class Progress:
+    """`cglint: 412/1202 files` on one line of an interactive terminal's stderr, redrawn at most
+    ten times a second and erased when the run ends (or before a message), as the runtime's
+    bar: a cold run over a large tree says it is working. Only made by `terminal_progress`."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.shown = 0.0
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.shown < 0.1 and self.drawn:
+            return
+        self.shown = now
+        self.stream.write(f"\r\x1b[Kcglint: {done}/{total} files")
+        self.stream.flush()
+        self.drawn = True
+
+    def clear(self) -> None:
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.drawn = False
+
+
+def terminal_progress(args) -> Progress | None:
+    """A progress line for a report meant for people on a terminal: stderr an interactive
+    terminal, not `-q`, a human output format (JSON and the other machine formats, pipes and
+    CI logs get nothing extra)."""
+    if args.quiet or args.output_format not in ("text", "concise") or os.environ.get("TERM") == "dumb":
+        return None
+    try:
+        if not sys.stderr.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return Progress(sys.stderr)

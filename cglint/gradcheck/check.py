@@ -209,17 +209,20 @@ class _Relaxed:
     Keras's TensorFlow backend calls those too) and the forward's own module; TensorFlow's
     internals keep theirs. Checks run one at a time, with the program waiting."""
 
-    def __init__(self, forward):
+    def __init__(self, forward, float8_casts_only=False):
         self.forward, self.used, self.undo = forward, [], []
+        # a grad fn's relaxation: only its casts of floats to 8-bit floats (float8 training)
+        self.float8_casts_only = float8_casts_only
 
     def _relaxed(self, name, original):
-        used = self.used
+        used, float8 = self.used, self.float8_casts_only
 
         def relaxed(x, *args, **kwargs):
             if name in ("cast", "saturate_cast"):
                 dtype = tf.as_dtype(args[0] if args else kwargs.get("dtype"))
                 t = tf.convert_to_tensor(x) if not isinstance(x, tf.Variable) else x
-                if not (t.dtype.is_floating and (dtype.is_integer or dtype == tf.bool)):
+                wanted = (dtype.is_floating and dtype.size == 1) if float8 else (dtype.is_integer or dtype == tf.bool)
+                if not (t.dtype.is_floating and wanted):
                     return original(x, *args, **kwargs)
             if name not in used:
                 used.append(name)
@@ -229,10 +232,13 @@ class _Relaxed:
     def __enter__(self):
         import sys as _sys
 
-        originals = {id(fn): (name, fn) for name in _QUANTISING + _ALSO_RELAXED
+        # a float8 quantiser saturates before it casts (Keras's quantize_and_dequantize clips to
+        # the format's largest value): its clip is relaxed with it, and only counts with a cast
+        names = ("cast", "saturate_cast", "clip_by_value") if self.float8_casts_only else _QUANTISING + _ALSO_RELAXED
+        originals = {id(fn): (name, fn) for name in names
                      if (fn := getattr(tf, name, None) or getattr(tf.math, name, None)) is not None}
-        originals.update({id(getattr(tf.math, n)): (n, getattr(tf.math, n)) for n in _QUANTISING
-                          if hasattr(tf.math, n)})
+        originals.update({id(getattr(tf.math, n)): (n, getattr(tf.math, n)) for n in names
+                          if n in _QUANTISING and hasattr(tf.math, n)})
         spaces = [vars(m) for name, m in list(_sys.modules.items())
                   if m is not None and (name == "tensorflow" or name.startswith("tensorflow._api."))]
         spaces.append(getattr(self.forward, "__globals__", {}))
@@ -267,8 +273,9 @@ class _FiniteDifferencesOnly:
 
 class _Checker:
     def __init__(self, fn, inputs, rtol, atol, seed, probes, variables, intentional, graph=True,
-                 order=1, replay=True):
+                 order=1, replay=True, overwritten=()):
         self.fn, self.inputs, self.replay = fn, inputs, replay
+        self.overwritten = frozenset(overwritten)  # flat input positions: see check_gradient
         self.graph, self.order = graph, int(order or 1)
         self.seed, self.probes = seed, max(1, int(probes))
         self.opts = V.Options(rtol=rtol, atol=atol or 0.0, intentional=bool(intentional))
@@ -407,7 +414,9 @@ class _Checker:
             raise ValueError(f"custom_gradient function expected to return "
                              f"{len(self.flat_in)} gradients, but returned {len(flat)} "
                              "instead.")
-        return [flat[i] for i in self.diff_idx] + var_grads, [flat[i] for i in self.int_idx]
+        # what the grad fn returns for an overwritten variable is its next value, not a gradient
+        return ([None if i in self.overwritten else flat[i] for i in self.diff_idx] + var_grads,
+                [flat[i] for i in self.int_idx])
 
     def _grad_fn_once(self, u, variables):
         """`_call_grad_fn` on the forward's grad fn. TensorFlow calls a grad fn once per forward
@@ -617,9 +626,10 @@ class _Checker:
                     for x in diff:
                         tape.watch(x)
                     y = self.decorated(*self.args)
-                customs.append(dense(tape.gradient(
-                    tf.nest.flatten(y), diff + variables, output_gradients=u,
-                    unconnected_gradients=tf.UnconnectedGradients.NONE)))
+                got = dense(tape.gradient(tf.nest.flatten(y), diff + variables, output_gradients=u,
+                                          unconnected_gradients=tf.UnconnectedGradients.NONE))
+                customs.append([None if j < len(diff) and self.diff_idx[j] in self.overwritten else g
+                                for j, g in enumerate(got)])
             grad_fn = None
             for perm in perms:
                 if grad_fn is None or self.one_shot:  # a grad fn callable once: a forward per call
@@ -657,8 +667,12 @@ class _Checker:
         except Exception:  # the relaxed forward does not run (an integer op after the cast)
             return None
         floor = V.SCALE_FLOOR * max([V.norm(g) for gs in autos for g in gs if g is not None] + [0.0])
+        # A stopped gradient (None for a quantiser's scale) keeps the verdict it has as a stop.
+        wrong = {(a.name, a.kind) for a in eager.args if a.verdict == "mismatch"}
         for customs, relaxed in zip(em.customs, autos):
             for arg, c, a in zip(self.vargs, customs, relaxed):
+                if c is None and (arg.name, arg.kind) not in wrong:
+                    continue
                 if c is None or a is None or not V.finite(c) or np.shape(c) != np.shape(a) \
                         or not V.close(c, a, arg, self.opts, floor)[0]:
                     return None
@@ -666,6 +680,70 @@ class _Checker:
         detail = f"straight-through estimator: matches autodiff of the forward with {ops} relaxed to the identity"
         args = [replace(a, verdict="intentional", detail=detail) if a.verdict == "mismatch" else a for a in eager.args]
         return replace(eager, verdict="intentional", detail=detail, args=args)
+
+    def _quantised_gradient(self, em: V.Measurements, eager: GradientReport) -> GradientReport | None:
+        """A grad fn that rounds the gradient it returns to an 8-bit float format (float8 training:
+        Keras's `quantize_and_dequantize` of the upstream in float8_e5m2) is intentional when,
+        with those casts relaxed to the identity, it equals autodiff on every mismatched argument
+        and probe. Only such casts are relaxed: a clip or a round in a grad fn stays what it is."""
+        wrong = {(a.name, a.kind) for a in eager.args if a.verdict == "mismatch"}
+        relax = _Relaxed(self.forward, float8_casts_only=True)
+        try:
+            with self.draws, relax:
+                customs = [self._custom(u) for u in self.us]
+        except Exception:
+            return None
+        finally:
+            try:
+                self._custom(self.us[0])  # leaves int_grads for the first upstream
+            except Exception:
+                pass
+        if "cast" not in relax.used and "saturate_cast" not in relax.used:
+            return None
+        for cs, autos in zip(customs, em.autos):
+            for arg, c, a in zip(self.vargs, cs, autos):
+                if (arg.name, arg.kind) not in wrong:
+                    continue
+                if c is None or a is None or not V.finite(c) or np.shape(c) != np.shape(a) \
+                        or not V.close(c, a, arg, self.opts, 0.0)[0]:
+                    return None
+        ops = " and ".join(f"`{n}`" for n in relax.used)
+        detail = (f"quantised gradient: matches autodiff with the grad fn's 8-bit float quantiser ({ops}) "
+                  "relaxed to the identity (float8 training)")
+        args = [replace(a, verdict="intentional", detail=detail) if a.verdict == "mismatch" else a for a in eager.args]
+        return replace(eager, verdict="intentional", detail=detail, args=args)
+
+    def _sorted_key_order(self, em: V.Measurements, eager: GradientReport) -> GradientReport | None:
+        """A dict output whose keys were written in another order than sorted: TensorFlow passes
+        the grad fn its upstreams in sorted-key order (`tf.nest.flatten`). A grad fn that equals
+        autodiff on every probe once given them in the dict's written order names its
+        upstreams in that order: said so, with both orders. None otherwise."""
+        written, names = _written_order(self.y)
+        if written is None:
+            return None
+        wrong = {(a.name, a.kind) for a in eager.args if a.verdict == "mismatch"}
+        try:
+            for u, autos in zip(self.us, em.autos):
+                customs = self._custom([u[i] for i in written])
+                for arg, c, a in zip(self.vargs, customs, autos):
+                    if (arg.name, arg.kind) not in wrong:
+                        continue
+                    if c is None or a is None or not V.finite(c) or np.shape(c) != np.shape(a) \
+                            or not V.close(c, a, arg, self.opts, 0.0)[0]:
+                        return None
+        except Exception:  # upstreams of other shapes in the other order
+            return None
+        finally:
+            try:
+                self._custom(self.us[0])  # leaves int_grads for the first upstream
+            except Exception:
+                pass
+        given = ", ".join(names[i] for i in range(len(names)))
+        detail = (f"the grad fn takes its upstreams in the dict's written order "
+                  f"({', '.join(names[i] for i in written)}), but TensorFlow passes them in sorted-key order "
+                  f"({given}): given them in the written order it matches autodiff")
+        args = [replace(a, detail=f"{a.detail}: {detail}") if a.verdict == "mismatch" else a for a in eager.args]
+        return replace(eager, detail=f"{eager.detail}: {detail}", args=args)
 
     def _graph_failure(self, e: Exception) -> str:
         # Errors raised while tracing read "in user code: <frames> ... <the message>".
@@ -921,7 +999,9 @@ class _Checker:
         em = self._eager()
         eager = V.decide(em, self, self.opts)
         if eager.verdict == "mismatch" and not self.opts.intentional:
-            eager = self._straight_through(em, eager) or eager
+            eager = self._straight_through(em, eager) or self._quantised_gradient(em, eager) or eager
+        if eager.verdict == "mismatch":
+            eager = self._sorted_key_order(em, eager) or eager
         modes = {"eager": eager.verdict}
         graph = None
         if self.graph and eager.verdict != "error":
@@ -966,7 +1046,7 @@ class _Checker:
 def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variables=None,
                    intentional=False, graph=True, order=1, complex_probe=False,
                    float64_rerun=True, half_probe: str | None = None, own_inputs=False,
-                   replay_draws=True) -> GradientReport:
+                   replay_draws=True, overwritten=()) -> GradientReport:
     """Checks the custom gradient of `fn` at `inputs` against TensorFlow autodiff.
 
     `fn` is a `tf.custom_gradient`-decorated function (or the raw forward returning
@@ -981,13 +1061,16 @@ def check_gradient(fn, *inputs, rtol=None, atol=None, seed=0, probes=3, variable
     the wrong dtype. `replay_draws` lets a random forward be re-run from TensorFlow's seed, which
     resets its random kernels (not for a traced program's own streams). `own_inputs` says the inputs are the values the user's code passes: a gradient
     that breaks only far outside them (the wide probe) is then a note on the verdict, not the verdict. A float32 match near the float32 noise floor is re-run in float64 when the
-    function accepts it (`float64_rerun`). `report.modes` says what ran and its verdict. Never
-    raises for problems in the checked code: they become the verdict.
+    function accepts it (`float64_rerun`). `overwritten`: positions of flattened inputs that are
+    Keras variables marked `overwrite_with_gradient` (float8 training's scales and amax
+    histories): what the grad fn returns for them is the value Keras's optimizer assigns to the
+    variable, not a gradient, and is not compared. `report.modes` says what ran and its verdict.
+    Never raises for problems in the checked code: they become the verdict.
     """
     checker = _Checker(fn, inputs, rtol, atol, seed, probes, variables, intentional, graph,
-                       order, replay_draws)
+                       order, replay_draws, overwritten)
     try:
-        report = checker.run()
+        report = _name_overwritten(checker.run(), checker)
     except (_Structural, _NotRunnable) as e:
         other = _other_graph(e)
         if other is not None or isinstance(e, _NotRunnable):
@@ -1237,6 +1320,58 @@ def forward_failure(fn, *inputs) -> str | None:
     if isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1]):
         return None
     return f"the forward must return (y, grad_fn); it returned {type(out).__name__}"
+
+
+_OVERWRITTEN = ("not a gradient: Keras assigns what the grad fn returns for it to the variable "
+                "(`overwrite_with_gradient`)")
+
+
+def _name_overwritten(report: GradientReport, checker) -> GradientReport:
+    """The overwritten variables' entries say what they are (the check saw them as stopped)."""
+    if not checker.overwritten:
+        return report
+    names = {a.name for a, i in zip(checker.argl, checker.diff_idx) if i in checker.overwritten}
+    args = [replace(a, verdict="intentional", detail=_OVERWRITTEN, max_rel_error=None) if a.name in names else a
+            for a in report.args]
+    said = f"{', '.join(sorted(names))}: {_OVERWRITTEN}"
+    detail = report.detail
+    if report.verdict == "intentional" and all(a.verdict != "intentional" or a.name in names for a in args):
+        detail = said
+    else:  # the stop the check saw, said as what it is
+        stopped = re.match(r"(.*?)(?:; )?gradient stopped: the grad fn returns None for ([\w, ]+)$", detail or "")
+        if stopped and set(stopped.group(2).split(", ")) <= names:
+            detail = f"{stopped.group(1)}; {said}" if stopped.group(1) else said
+    return replace(report, args=args, detail=detail)
+
+
+def _written_order(y) -> tuple[list[int] | None, list[str]]:
+    """(for each output leaf in the order the code wrote its dicts' keys, its position in
+    `tf.nest.flatten(y)`, or None when the two orders agree; each flattened leaf's name)."""
+    flat = tf.nest.flatten(y)
+    if len(flat) < 2:
+        return None, []
+    positions = tf.nest.pack_sequence_as(y, list(range(len(flat))))  # keeps the dicts' own key order
+    names = [""] * len(flat)
+    written: list[int] = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for key in node:  # the written order
+                walk(node[key], f"{path}[{key!r}]" if path else str(key))
+        elif isinstance(node, (list, tuple)):
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]" if path else f"[{i}]")
+        else:
+            names[node] = path
+            written.append(node)
+
+    try:
+        walk(positions, "")
+    except Exception:
+        return None, []
+    if written == sorted(written) or len(written) != len(flat):
+        return None, names
+    return written, names
 
 
 def forward_footprint(fn, *inputs) -> tuple[int, int]:

@@ -264,6 +264,20 @@ class ModuleModel(SiteDiscovery, VariableQueries, FlowQueries, BoundaryQueries, 
         assignment?); the parent table is built on first use, so linting never pays for it."""
         parents = self.__dict__.get("_parents")
         if parents is None:
+            # A call's parent from its scope's subtree alone (the same parent: the call lies
+            # under its scope's node), so asking about a call in one function walks that
+            # function, not the module (an editor's lint of a long module asks on every edit).
+            calls = self.__dict__.get("_call_scopes")
+            if calls is None:
+                calls = self.__dict__["_call_scopes"] = {call: scope.node for call, scope in self.all_calls}
+            root = calls.get(node)
+            if root is not None and root is not self.module:
+                local = self.__dict__.setdefault("_local_parents", {})
+                if id(root) not in local:
+                    local[id(root)] = (root, cstwalk.parents(root))
+                found = local[id(root)][1].get(node)
+                if found is not None:
+                    return found
             parents = self.__dict__["_parents"] = cstwalk.parents(self.module)
         return parents.get(node)
 

@@ -231,6 +231,7 @@ def _passed(fn, request: dict) -> int | None:
 
 
 def check_one(module, source: str, request: dict, seed: int) -> dict:
+    from cglint.gradcheck import budget
     from cglint.gradcheck.check import check_gradient, forward_failure, no_inputs_report
     from .spec import SpecError, build_inputs, candidate_specs, complex_variants, first_inputs, parse_spec
 
@@ -268,6 +269,12 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
                 return {**no_inputs_report(failures, seed).to_dict(), "inputs": None}
     except SpecError as e:
         return skipped(f"bad input spec: {e}", seed)
+    # The same memory budget as `cglint trace`: half this process's peak (the module and its
+    # inputs) + 300 MB; over it, a slice of the batch or `skipped` with the measure.
+    inputs, sliced, over = budget.fit_memory(fn, list(inputs), request.get("memory_budget"),
+                                             budget.RUNTIME_CHECK_COPIES)
+    if over is not None:
+        return {**skipped(over, seed), "inputs": spec_text}
     report = check_gradient(fn, *inputs, seed=seed, rtol=request.get("rtol"),
                             atol=request.get("atol"), probes=request.get("probes", 3),
                             intentional=bool(request.get("intentional", False)),
@@ -275,7 +282,10 @@ def check_one(module, source: str, request: dict, seed: int) -> dict:
                             complex_probe=bool(request.get("complex", False)),
                             half_probe=request.get("half"),
                             own_inputs=bool(spec_text) and any(s.kind == "module" for s in parse_spec(spec_text)))
-    return {**report.to_dict(), "inputs": spec_text}
+    out = {**report.to_dict(), "inputs": spec_text}
+    if sliced:
+        out["detail"] = f"{out.get('detail') or ''} (checked {sliced})".lstrip()
+    return out
 
 
 _TRACE_HINT = ("`cglint trace -- pytest` (or `pytest --cglint`) checks it where your own code builds and "
@@ -340,7 +350,8 @@ def check_by_building(module, source: str, request: dict, seed: int) -> dict:
     except Exception as e:  # noqa: BLE001 - the user's constructor
         return skipped(f"{reach['class']}() needs constructor arguments ({_reason(e)}); {_TRACE_HINT}", seed)
     qualname = f"{reach['class']}.{reach['method']}"
-    tracer = instrument.install(1, {k: request[k] for k in ("rtol", "atol", "probes") if request.get(k)})
+    tracer = instrument.install(1, {k: request[k] for k in ("rtol", "atol", "probes", "memory_budget")
+                                             if request.get(k)})
     events: list[dict] = []
     tracer.sinks.append(events.append)
     tracer.local.busy = False  # paused again below: the child's other checks are not traced
@@ -413,7 +424,8 @@ def check_by_calling(module, source: str, request: dict, seed: int) -> dict:
         return skipped(f"not reachable by import: {reach['function']} not found in the module", seed)
     _seed_everything(seed)
     inner = f"{reach['function']}.{reach['site']}"  # where `spec` finds the site's own parameters
-    tracer = instrument.install(1, {k: request[k] for k in ("rtol", "atol", "probes") if request.get(k)})
+    tracer = instrument.install(1, {k: request[k] for k in ("rtol", "atol", "probes", "memory_budget")
+                                             if request.get(k)})
     events: list[dict] = []
     tracer.sinks.append(events.append)
     tracer.local.busy = False  # paused again below: the child's other checks are not traced

@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime-order", type=int, choices=(1, 2), default=None, metavar="N",
                    help="2: also check second derivatives and forward-mode JVPs (default: order in "
                         "[tool.cglint.runtime], else 1)")
+    p.add_argument("--include", action="append", default=[], metavar="PACKAGE",
+                   help="also check the custom gradients of an installed package (an import name: keras, "
+                        "keras.src.layers) or a directory; TensorFlow's, Keras's and tf_keras's are "
+                        "left alone otherwise (repeatable)")
     p.add_argument("--output-format", choices=FORMAT_NAMES, default="text")
     p.add_argument("--output-file", metavar="PATH", help="write the report to PATH instead of stderr")
     p.add_argument("--config", metavar="FILE", help="pyproject.toml (or cglint.toml) for the static rules")
@@ -86,6 +90,9 @@ def main(argv: list[str]) -> int:
         env["CGLINT_TRACE_DIR"] = events_dir
         env["CGLINT_TRACE_PKG"] = str(_PACKAGE_ROOT)
         env["CGLINT_TRACE_CALLS"] = str(args.calls)
+        # directories absolute: the command may change its working directory
+        env["CGLINT_TRACE_INCLUDE"] = os.pathsep.join(
+            str(Path(e).resolve()) if os.sep in e or Path(e).is_dir() else e for e in args.include)
         rt = settings.runtime  # [tool.cglint.runtime] rtol, atol, probes reach every check
         env["CGLINT_TRACE_TOLERANCES"] = json.dumps({"rtol": rt.rtol, "atol": rt.atol, "probes": rt.probes,
                                                      "order": args.runtime_order or rt.order})

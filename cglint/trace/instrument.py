@@ -82,15 +82,37 @@ _LIBRARIES = ("tensorflow", "keras", "tf_keras")
 _OWN_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
+@functools.lru_cache(maxsize=1)
+def _included(spec: str) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+    """`cglint trace --include` (CGLINT_TRACE_INCLUDE, entries separated by os.pathsep): import
+    names (`keras`, `keras.src.layers`) as path components under site-packages, and directories."""
+    names, dirs = [], []
+    for entry in filter(None, spec.split(os.pathsep)):
+        if os.sep in entry or os.path.isdir(entry):
+            dirs.append(os.path.realpath(entry).rstrip(os.sep) + os.sep)
+        else:
+            names.append(tuple(entry.split(".")))
+    return tuple(names), tuple(dirs)
+
+
 def is_library(path: str) -> bool:
     """Custom gradients of TensorFlow, Keras and cglint itself are not the user's (Keras is
-    often imported after TensorFlow, so this goes by path, not by loaded packages)."""
+    often imported after TensorFlow, so this goes by path, not by loaded packages), unless
+    `cglint trace --include` names the package or directory: then they are checked too."""
     path = os.path.realpath(path)
     if path.startswith(_OWN_DIR):
         return True
     parts = path.split(os.sep)
-    return any(parts[i] in ("site-packages", "dist-packages") and parts[i + 1] in _LIBRARIES
-               for i in range(len(parts) - 1))
+    names, dirs = _included(os.environ.get("CGLINT_TRACE_INCLUDE", ""))
+    if any(path.startswith(d) for d in dirs):
+        return False
+    for i in range(len(parts) - 1):
+        if parts[i] in ("site-packages", "dist-packages"):
+            if any(tuple(parts[i + 1:i + 1 + len(n)]) == n for n in names):
+                return False
+            if parts[i + 1] in _LIBRARIES:
+                return True
+    return False
 
 
 def _is_tensor(x) -> bool:
@@ -340,7 +362,8 @@ class _CreatesVariable(Exception):
 class Tracer:
     def __init__(self, calls: int = 1, tolerances: dict | None = None):
         self.calls = max(1, int(calls))
-        self.max_elements = int((tolerances or {}).get("max_elements") or MAX_ELEMENTS)
+        # elements a check's inputs may hold before it runs on a slice; 0: budget.MAX_ELEMENTS
+        self.max_elements = int((tolerances or {}).get("max_elements") or 0)
         # bytes a check may add; None: EXTRA_MEMORY plus half the program's peak at the check
         self.memory_budget = (tolerances or {}).get("memory_budget")
         self.tolerances = {k: v for k, v in (tolerances or {}).items()
@@ -565,34 +588,34 @@ class Tracer:
         from tensorflow.python.eager import context
 
         box: dict = {}
-        args, sliced = _within_budget(args, self.max_elements)
+        sliced, limit = None, self.max_elements
 
         def work():
-            nonlocal args, sliced
+            nonlocal args, sliced, limit
             self.local.busy = True
             try:
                 # (eager mode is per thread, and a new one starts in the program's default mode)
                 with context.eager_mode(), _quiet(), _rng_preserved(), _no_new_variables():
                     check_gradient = _import_check()
+                    from cglint.gradcheck import budget
+
+                    limit = limit or budget.MAX_ELEMENTS
+                    args, sliced = budget.within_budget(args, limit)
                     fn = f
                     if kwargs:
                         # custom_gradient reads the forward's name (a bare partial has none)
                         fn = functools.partial(f, **kwargs)
                         fn.__name__ = getattr(f, "__name__", "forward")
                         fn.__qualname__ = getattr(f, "__qualname__", fn.__name__)
-                    over = _over_memory_budget(fn, args, self.memory_budget)
-                    if over is not None:
-                        fraction, measure = over
-                        smaller, how = _within_budget(args, int(_elements(args) * fraction))
-                        if how is None:
-                            box["report"] = {"verdict": "skipped", "reference": None, "max_rel_error": None,
-                                             "detail": f"over the memory budget: {measure}, and its inputs have "
-                                                       "no batch to check a slice of"}
-                            return
-                        args, sliced = smaller, f"{how} ({measure})"
+                    args, over, why = budget.fit_memory(fn, args, self.memory_budget)
+                    if why is not None:
+                        box["report"] = {"verdict": "skipped", "reference": None, "max_rel_error": None,
+                                         "detail": why}
+                        return
+                    sliced = over or sliced
                     # replay_draws=False: seeding TensorFlow resets its random kernels, the program's too
                     box["report"] = check_gradient(fn, *args, seed=0, intentional=intentional, replay_draws=False,
-                                                   **self.tolerances).to_dict()
+                                                   overwritten=_overwritten(f, args), **self.tolerances).to_dict()
             except BaseException as e:  # the check must never reach the user's program
                 box["report"] = {"verdict": "skipped", "reference": None, "max_rel_error": None,
                                  "detail": f"the check itself failed: {message_of(e)}"}
@@ -608,78 +631,38 @@ class Tracer:
         if sliced:
             report = {**report, "sliced": sliced}
             if report.get("verdict") == "skipped" and "forward raised" in (report.get("detail") or ""):
-                report["detail"] = (f"the inputs exceed the check's budget of {self.max_elements:,} elements, and the "
+                report["detail"] = (f"the inputs exceed the check's budget of {limit:,} elements, and the "
                                     f"forward rejects them {sliced}: {report['detail']}")
         return report
 
 
-MAX_ELEMENTS = 1 << 20  # inputs larger than this (in all) are checked on a slice of their batch
-# What a check may add to the program's peak memory: half of it plus this (issue: the reference
-# check costs at most 1.5x the program's peak + 300 MB). A check keeps its forward's tensors on
-# a tape, and may run a second check (float64: twice the bytes; wide inputs) before the first is
-# freed; with cglint's own share of the process, a fifth of the allowance goes to one forward's
-# tensors (bench/trace_memory.py measures it).
-EXTRA_MEMORY = 300 << 20
-_CHECK_COPIES = 5
-
-
-def _peak_rss() -> int:
-    try:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10  # KiB on Linux
-    except Exception:
-        return 0
-
-
-def _elements(args) -> int:
-    from tensorflow.python.util import nest
-
-    return sum(int(x.shape.num_elements() or 0) for x in nest.flatten(list(args)) if _is_tensor(x) and x.shape.rank)
-
-
-def _over_memory_budget(fn, args, budget: int | None):
-    """(fraction of the batch to check, what was measured) when one run of the forward makes
-    more tensors than the check's share of the memory budget (`EXTRA_MEMORY` plus half the
-    program's peak so far, or `budget`), else None. A 3,000-step `while_loop` of 200,000
-    elements keeps ~10 GB on the check's tape, where the program, whose custom gradient exists so
-    that autodiff never records the loop, keeps one step's worth."""
-    from cglint.gradcheck.check import forward_footprint
-
-    try:
-        made, ops = forward_footprint(fn, *args)
-    except Exception:
-        return None  # the check itself says why the forward does not run
-    allowed = budget if budget is not None else EXTRA_MEMORY + _peak_rss() // 2
-    share = allowed // _CHECK_COPIES
-    if made <= share:
-        return None
-    return share / made, (f"one run of the forward makes {made / 2**20:,.0f} MiB of tensors in {ops:,} ops, which "
-                          f"the check's tape would keep; the check's memory budget is {allowed / 2**20:,.0f} MiB")
-
-
-def _within_budget(args, budget: int):
-    """(args, how they were sliced or None): a call whose tensor inputs hold more than `budget`
-    elements in all is checked on the first rows of its batch — the leading dimension its
-    largest inputs share — so a test feeding 13 million elements costs a check of a few
-    thousand, not the memory of the whole autodiff reference."""
+def _overwritten(f, args) -> tuple[int, ...]:
+    """Positions of the flattened inputs that hold a Keras variable marked
+    `overwrite_with_gradient` (float8 training's scales and amax histories, whose grad fn
+    returns their next value), found among the variables of the objects the forward closes
+    over (the layer whose `call` built it)."""
     try:
         from tensorflow.python.util import nest
 
-        flat = nest.flatten(list(args))
-        tensors = [x for x in flat if _is_tensor(x) and x.shape.rank]
-        total = sum(int(x.shape.num_elements() or 0) for x in tensors)
-        if total <= budget or not tensors:
-            return args, None
-        batch = max(tensors, key=lambda x: x.shape.num_elements() or 0).shape[0]
-        if not batch or batch <= 2:
-            return args, None
-        rows = max(2, min(batch - 1, budget * batch // max(total, 1)))
-        out = [x[:rows] if _is_tensor(x) and x.shape.rank and x.shape[0] == batch and hasattr(x, "__getitem__")
-               and not hasattr(x, "assign") else x for x in flat]
-        return nest.pack_sequence_as(list(args), out), f"on the first {rows} of {batch} rows"
+        where = {id(x): i for i, x in enumerate(nest.flatten(list(args)))}
+        f = getattr(f, "__func__", f)
+        while isinstance(f, functools.partial):
+            f = f.func
+        found = set()
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                owner = cell.cell_contents
+            except ValueError:
+                continue
+            variables = getattr(type(owner), "variables", None)
+            if not isinstance(variables, property):  # a Keras layer's; nothing else is read
+                continue
+            for v in owner.variables:
+                if getattr(v, "overwrite_with_gradient", False):
+                    found.update(where[id(x)] for x in (getattr(v, "_value", None), v) if id(x) in where)
+        return tuple(sorted(found))
     except Exception:
-        return args, None
+        return ()
 
 
 def _import_check():

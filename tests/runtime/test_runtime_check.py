@@ -793,6 +793,49 @@ def test_keras_int8_layer_pattern_is_a_straight_through_estimator():
     assert "`cast`" in r.detail
 
 
+def test_keras_int8_layer_with_its_kernel_as_inputs_is_a_straight_through_estimator():
+    """Keras 3.15's `Dense._int8_call`: the int8 kernel and its scale are inputs of the custom
+    gradient, whose grad fn returns None for both. The stopped scale stays a stop, the input's
+    gradient is the straight-through one."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+    from keras import ops
+
+    q_kernel, k_scale = keras.quantizers.abs_max_quantize(tf.constant([[0.5, -0.3], [0.1, 0.7], [-0.6, 0.4]]),
+                                                          axis=0, to_numpy=False)
+
+    @ops.custom_gradient
+    def matmul_with_inputs_gradient(inputs, kernel, kernel_scale):
+        def grad_fn(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            float_kernel = ops.divide(ops.cast(kernel, "float32"), kernel_scale)
+            return ops.matmul(upstream, ops.transpose(float_kernel)), None, None
+
+        q_in, in_scale = keras.quantizers.abs_max_quantize(inputs, axis=-1)
+        x = ops.cast(ops.matmul(q_in, kernel), "float32")
+        return ops.divide(x, ops.multiply(kernel_scale, in_scale)), grad_fn
+
+    x = tf.constant([[0.3, -1.2, 0.7], [1.4, 0.1, -0.6]])
+    r = check_gradient(matmul_with_inputs_gradient, x, tf.convert_to_tensor(q_kernel), k_scale)
+    assert r.verdict == "intentional" and r.detail.startswith("straight-through estimator"), r.detail
+    verdicts = {a.name: (a.verdict, a.detail) for a in r.args}
+    assert verdicts["inputs"][0] == "intentional" and verdicts["inputs"][1].startswith("straight-through"), verdicts
+    assert verdicts["kernel_scale"] == ("intentional", "gradient stopped: the grad fn returns None for kernel_scale")
+
+    # The same layer with a grad fn that forgets the scale: still a mismatch.
+    @ops.custom_gradient
+    def unscaled(inputs, kernel, kernel_scale):
+        def grad_fn(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            return ops.matmul(upstream, ops.transpose(ops.cast(kernel, "float32"))), None, None
+
+        q_in, in_scale = keras.quantizers.abs_max_quantize(inputs, axis=-1)
+        x = ops.cast(ops.matmul(q_in, kernel), "float32")
+        return ops.divide(x, ops.multiply(kernel_scale, in_scale)), grad_fn
+
+    assert check_gradient(unscaled, x, tf.convert_to_tensor(q_kernel), k_scale).verdict == "mismatch"
+
+
 def test_a_first_order_custom_gradient_that_drops_the_second_derivative_is_said_by_default():
     """An elementwise forward costs two more passes to differentiate twice: by default the second
     derivative is compared too, and one the grad fn drops (a stop_gradient around sigmoid) is a
@@ -814,3 +857,106 @@ def test_a_first_order_custom_gradient_that_drops_the_second_derivative_is_said_
                              "gets the wrong one)"), r.detail
     r = check_gradient(softplus, x)
     assert (r.verdict, r.modes["second-order"], r.detail) == ("match", "match", "matches autodiff to 0")
+
+
+def _phase_shift(dphi_of):
+    @tf.custom_gradient
+    def phase_shift(phi, amp):
+        rot = tf.exp(tf.complex(tf.zeros_like(phi), phi))
+        out = rot * amp
+        return out, lambda dy: (dphi_of(dy, out), dy * tf.math.conj(rot))
+
+    return phase_shift
+
+
+def test_a_real_input_of_a_complex_output_missing_the_conjugate_is_named():
+    """piquasso#216: a real phase's gradient Re(u * i out) where TensorFlow's is
+    Re(u * conj(i out)); with a real upstream the two agree, so it hides."""
+    phi = tf.constant([0.3, 1.1, -0.4])
+    amp = tf.constant([1.0 + 0.5j, 0.2 - 0.7j, -0.3 + 0.1j], dtype=tf.complex64)
+    r = check_gradient(_phase_shift(lambda dy, out: tf.math.real(dy * 1j * out)), phi, amp)
+    d = {a.name: (a.verdict, a.detail) for a in r.args}
+    assert d["phi"][0] == "mismatch" and "Re(upstream * conj(d out/d phi))" in d["phi"][1], d
+    assert d["amp"][0] == "match", d
+    right = check_gradient(_phase_shift(lambda dy, out: tf.math.real(dy * tf.math.conj(1j * out))), phi, amp)
+    assert right.verdict == "match", right.detail
+    # Another mistake (twice the gradient) is a mismatch, not named a conjugate.
+    twice = check_gradient(_phase_shift(lambda dy, out: tf.math.real(dy * tf.math.conj(2j * out))), phi, amp)
+    assert twice.verdict == "mismatch" and "conj" not in twice.detail, twice.detail
+
+
+def _gamma_params(grad_order):
+    @tf.custom_gradient
+    def gamma_params(raw):
+        a, b = tf.unstack(raw, axis=-1)
+        rate, concentration = tf.nn.softplus(a), tf.nn.softplus(b) + 1.0
+
+        def grad(*ups):
+            d = dict(zip(grad_order, ups))
+            return tf.stack([d["rate"] * tf.sigmoid(a), d["concentration"] * tf.sigmoid(b)], axis=-1)
+
+        return {"rate": rate, "concentration": concentration}, grad
+
+    return gamma_params
+
+
+def test_a_dict_outputs_upstreams_read_in_the_written_order_are_named():
+    """TensorFlow passes a dict output's upstreams in sorted-key order (concentration, rate); a
+    grad fn that names them in the order the dict was written gets them swapped."""
+    raw = tf.constant([[0.3, -1.2], [1.4, 0.1], [-0.6, 0.8]])
+    r = check_gradient(_gamma_params(("rate", "concentration")), raw)
+    assert r.verdict == "mismatch", r.detail
+    assert r.detail.endswith("the grad fn takes its upstreams in the dict's written order (rate, concentration), but "
+                             "TensorFlow passes them in sorted-key order (concentration, rate): given them in the "
+                             "written order it matches autodiff"), r.detail
+    assert check_gradient(_gamma_params(("concentration", "rate")), raw).verdict == "match"
+
+
+def test_a_wrong_dict_output_gradient_is_not_blamed_on_the_key_order():
+    @tf.custom_gradient
+    def heads(raw):
+        a, b = tf.unstack(raw, axis=-1)
+
+        def grad(d_rate, d_concentration):  # wrong in either order: the sigmoid is missing
+            return tf.stack([d_rate, d_concentration], axis=-1)
+
+        return {"rate": tf.nn.softplus(a), "concentration": tf.nn.softplus(b)}, grad
+
+    r = check_gradient(heads, tf.constant([[0.3, -1.2], [1.4, 0.1], [-0.6, 0.8]]))
+    assert r.verdict == "mismatch" and "sorted-key order" not in r.detail, r.detail
+
+
+def _float8_outputs(cast_to, clip=True):
+    """Keras 3.15's `_float8_call.quantized_dequantize_outputs`: an identity forward whose grad fn
+    quantises the upstream (clip to the format's largest value, cast, cast back) and returns the
+    scale's and amax history's next values, which Keras assigns (`overwrite_with_gradient`)."""
+    import ml_dtypes
+
+    @tf.custom_gradient
+    def quantized_dequantize_outputs(outputs, scale, amax_history):
+        def grad(upstream):
+            top = float(ml_dtypes.finfo("float8_e5m2").max)
+            x = upstream / scale
+            x = tf.clip_by_value(x, -top, top) if clip else x
+            qdq = tf.cast(tf.cast(x, cast_to), tf.float32) * scale
+            return qdq, scale * 2.0, tf.concat([amax_history[1:], [tf.reduce_max(tf.abs(upstream))]], 0)
+
+        return tf.identity(outputs), grad
+
+    return quantized_dequantize_outputs
+
+
+def test_a_float8_quantised_gradient_with_overwritten_scales_is_intentional():
+    x, history = tf.random.stateless_normal([4, 5], seed=[1, 2]), tf.zeros([16])
+    # a scale the check's upstreams overflow: the quantiser's clip saturates them
+    r = check_gradient(_float8_outputs(tf.as_dtype("float8_e5m2")), x, tf.constant(1e-6), history, overwritten=(1, 2))
+    assert r.verdict == "intentional", r.detail
+    assert r.detail.startswith("quantised gradient: matches autodiff with the grad fn's 8-bit float quantiser"), r.detail
+    d = {a.name: (a.verdict, a.detail) for a in r.args}
+    assert d["scale"] == d["amax_history"] == ("intentional", "not a gradient: Keras assigns what the grad fn returns "
+                                                              "for it to the variable (`overwrite_with_gradient`)")
+    # Not overwritten: a scale's "gradient" that ignores the upstream is what it looks like.
+    assert check_gradient(_float8_outputs(tf.as_dtype("float8_e5m2")), x, tf.constant(1.0), history).verdict == "mismatch"
+    # A gradient rounded to integers is no float8 quantiser: still a mismatch.
+    r = check_gradient(_float8_outputs(tf.int8, clip=False), x * 0.3, tf.constant(1.0), history, overwritten=(1, 2))
+    assert r.verdict == "mismatch", r.detail
