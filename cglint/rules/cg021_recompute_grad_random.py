@@ -34,7 +34,8 @@ class RecomputeGradRandom(Rule):
     Flags a function wrapped in `tf.recompute_grad` whose body draws random numbers with a
     stateful op: `tf.nn.dropout`, `tf.random.uniform` / `normal` / `truncated_normal` / `gamma` /
     `poisson` / `categorical` (a seed does not help), a draw of a `tf.random.Generator`, or a
-    `keras.layers.Dropout` called with `training=True`.
+    `keras.layers.Dropout` called with `training=True` (bound to a name, or to `self.dropout`
+    in the layer's `__init__`).
 
     ## Why is this bad?
     `tf.recompute_grad` runs the function again in the backward pass to save memory. A stateful
@@ -85,6 +86,25 @@ def forward(x):
 forward = tf.recompute_grad(forward)
 ''',
             at="8:12"),
+        Invalid(
+            '''
+import keras
+import tensorflow as tf
+
+
+class Block(keras.layers.Layer):
+    def __init__(self, units):
+        super().__init__()
+        self.dense = keras.layers.Dense(units)
+        self.dropout = keras.layers.Dropout(0.5)
+
+    def _forward(self, x):
+        return self.dropout(self.dense(x), training=True)
+
+    def call(self, x):
+        return tf.recompute_grad(self._forward)(x)
+''',
+            at="13:16"),
     ]
     VALID = [
         '''
@@ -114,6 +134,24 @@ dropout = keras.layers.Dropout(0.5)
 @tf.recompute_grad
 def forward(x):
     return dropout(tf.nn.relu(x))
+''',
+        '''
+import keras
+import tensorflow as tf
+
+
+class Block(keras.layers.Layer):
+    def __init__(self, units):
+        super().__init__()
+        self.dense = keras.layers.Dense(units)
+        self.dropout = keras.layers.Dropout(0.5)
+
+    def _forward(self, x):
+        return tf.nn.relu(self.dense(x))
+
+    def call(self, x, training=False):
+        h = tf.recompute_grad(self._forward)(x)
+        return self.dropout(h, training=training)
 ''',
     ]
 
@@ -173,6 +211,11 @@ def _made_by(model: ModuleModel, expr: cst.BaseExpression, scope: Scope, constru
     """`expr` is, on every path the code shows, the result of one of `constructors`."""
     if isinstance(expr, cst.Call):
         return model.qualname(expr.func) in constructors
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        # `self.dropout = keras.layers.Dropout(0.5)` in `__init__`: every value the class binds
+        bound = model.attribute_values(scope, expr.attr.value)
+        return bool(bound) and all(isinstance(v, cst.Call) and model.qualname(v.func) in constructors
+                                   for v in bound)
     found = model.denote(expr, scope)
     return bool(found) and all(d.kind == "value" and isinstance(d.node, cst.Call)
                                and d.model.qualname(d.node.func) in constructors for d in found)
