@@ -229,7 +229,8 @@ def _finding(node: cst.SimpleString, key: str) -> Finding | None:
     fix = None
     if same_but_case:
         quote = node.prefix + node.quote
-        fix = Fix([(node, node.with_changes(value=f"{quote}{closest}{node.quote}"))], safe=True,
+        # Unsafe: the registered gradient starts to run, which changes what training computes.
+        fix = Fix([(node, node.with_changes(value=f"{quote}{closest}{node.quote}"))], safe=False,
                   description=f"use the op type {closest!r}")
     return Finding(
         node,
