@@ -105,10 +105,11 @@ def _is_dir(entry: os.DirEntry) -> bool:
 
 def may_hold_site(text: str) -> bool:
     """The prefilter: only a file that mentions `custom_gradient` or `gradient_override_map`
-    (CG017), a Defun's `python_grad_func`/`grad_func` (checked by `--runtime`), or one that may
-    hold CG013's forgotten decorator, is parsed; every other file is read and never parsed."""
+    (CG017, CG020), `recompute_grad` (CG021), a Defun's `python_grad_func`/`grad_func` (checked
+    by `--runtime`), or one that may hold CG013's forgotten decorator, is parsed; every other
+    file is read and never parsed."""
     return ("custom_gradient" in text or "gradient_override_map" in text or "grad_func" in text
-            or may_forget_decorator(text))
+            or "recompute_grad" in text or may_forget_decorator(text))
 
 
 # An indented `def name(` (a nested function) and a `return value, name` naming it: the text of

@@ -80,8 +80,9 @@ def scan(source: str, tensorflow_aliases: tuple[str, ...] = (), tree: ast.Module
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
             if _qualname(stmt.value.func, imports) in _WRAPPERS:
                 needles.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-    # CG017's call; a Defun's gradient function (`--runtime` checks it)
-    if not sites and not needles and not (imports_tf and ("gradient_override_map" in source or "grad_func" in source)):
+    # CG017's and CG020's call; CG021's recompute_grad; a Defun's gradient function (`--runtime` checks it)
+    if not sites and not needles and not (imports_tf and ("gradient_override_map" in source or "grad_func" in source
+                                                          or "recompute_grad" in source)):
         return Scan(False, source)
     return Scan(True, source, needles, tree)
 

@@ -38,6 +38,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "CG017": ("cg017_gradient_override_ignored", "GradientOverrideIgnored"),
     "CG018": ("cg018_gradient_shape", "GradientShape"),
     "CG019": ("cg019_gradient_value", "GradientValue"),
+    "CG020": ("cg020_override_key_not_op_type", "OverrideKeyNotOpType"),
+    "CG021": ("cg021_recompute_grad_random", "RecomputeGradRandom"),
 }
 CODES: tuple[str, ...] = tuple(_REGISTRY)
 # Rules outside the default catalogue, run only when asked for (`--report-unused-noqa`).

@@ -131,11 +131,10 @@ def check_registered(module, request: dict, seed: int) -> dict:
 
 
 def _unknown_op(op_type: str, name: str, seed: int, function: str) -> dict:
-    import difflib
+    from cglint.gradcheck.optypes import closest_op_type
 
-    known = [n for n in dir(tf.raw_ops) if not n.startswith("_")]
-    close = [n for n in known if n.lower() == op_type.lower()] or difflib.get_close_matches(op_type, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest_op_type(op_type)
+    hint = f" (did you mean {close!r}?)" if close else ""
     return {"verdict": "error", "reference": None, "max_rel_error": None, "seed": seed, "function": function,
             "detail": f"gradient_override_map sends {op_type!r} to {name!r}, but {op_type!r} is not an op type "
                       f"TensorFlow knows{hint}: the map ignores it, and the registered gradient never runs"}
