@@ -59,6 +59,8 @@ class Progress:
         self.drawn = False
 
     def __call__(self, done: int, total: int) -> None:
+        if total < 2:  # one file is reported at once: a bar would only flicker before it
+            return
         now = time.monotonic()
         if done < total and now - self.shown < 0.1 and self.drawn:
             return
