@@ -126,6 +126,22 @@ class ModuleIndex:
                         index.setdefault(("self." + name, id(site.outer)), (pos, site))
         return index
 
+    def calls_of_other_modules_sites(self) -> list[tuple[cst.Call, Scope, GradientSite]]:
+        """Each call this module makes of a custom-gradient function another project module
+        defines, with its scope and the site. The module that defines the function does not see
+        what its callers pass, so the rules whose evidence is at the call (CG004, CG007, CG008,
+        CG010, CG015, CG016) judge these here; resolved once for all of them."""
+        memo = self.memo("_foreign_calls_memo")  # type: ignore[attr-defined]
+        if "calls" not in memo:
+            found = []
+            if self.project_imports or self.star_imports:  # type: ignore[attr-defined]
+                for call, scope in self.all_calls:  # type: ignore[attr-defined]
+                    site = self.site_called_by(call, scope)
+                    if site is not None and site.model is not self:
+                        found.append((call, scope, site))
+            memo["calls"] = found
+        return memo["calls"]
+
     def site_called_by(self, call: cst.Call, scope: Scope, imported: bool = True) -> GradientSite | None:
         """The custom-gradient function `call` (made in `scope`) calls, if any (the first of
         `sites_by_call_name` under the callee's name that `is_reached_by` the call), or with

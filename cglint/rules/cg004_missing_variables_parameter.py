@@ -523,13 +523,8 @@ class Projection(keras.layers.Layer):
         project module (`ops.scale(x, self.w)`): the defining module does not see it, so the
         finding is at the argument."""
         yield from super().check(model)
-        if not model.project_imports and not model.star_imports:
-            return
-        for call, scope in model.all_calls:
-            if not call.args:
-                continue
-            site = model.site_called_by(call, scope)
-            if site is None or site.model is model or all(g.accepts_variables for g in site.grad_fns):
+        for call, scope, site in model.calls_of_other_modules_sites():
+            if not call.args or all(g.accepts_variables for g in site.grad_fns):
                 continue
             for arg, weight, _param in model.keras_weights_in_call(site, call, scope):
                 grad = next(g for g in site.grad_fns if not g.accepts_variables)

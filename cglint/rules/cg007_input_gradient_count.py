@@ -356,12 +356,7 @@ def pair_product(xs):
         module with a literal structure (`ops.gated_sum([left, right], gate)`): the module that
         defines it does not see what its callers pass, so the finding is at the call."""
         yield from super().check(model)
-        if not model.project_imports and not model.star_imports:
-            return
-        for call, scope in model.all_calls:
-            site = model.site_called_by(call, scope)
-            if site is None or site.model is model:
-                continue
+        for call, scope, site in model.calls_of_other_modules_sites():
             if site.has_varargs:
                 yield from self._varargs_call(site, model, call, scope)
                 continue

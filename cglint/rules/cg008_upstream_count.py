@@ -205,11 +205,8 @@ class TwoTower(tf.keras.layers.Layer):
         (`ops.scale_grads([query, key], s)` returning `tensors`): the module that defines it does
         not see that structure, so the finding is at the call."""
         yield from super().check(model)
-        if not model.project_imports and not model.star_imports:
-            return
-        for call, scope in model.all_calls:
-            site = model.site_called_by(call, scope)
-            if site is None or site.model is model or site.has_varargs or not site.outputs:
+        for call, scope, site in model.calls_of_other_modules_sites():
+            if site.has_varargs or not site.outputs:
                 continue
             positional = [a for a in call.args if a.keyword is None]
             if any(a.star for a in positional) or len(positional) > len(site.inputs):

@@ -315,12 +315,11 @@ def _defaults_at_calls(model: ModuleModel) -> Iterator[Finding]:
     """The calls this module makes to a custom-gradient function of another project module
     that pass or leave out one of its defaulted inputs so that TensorFlow expects another number
     of gradients than its grad fn returns (the defining module does not see these calls)."""
-    for call, scope in model.all_calls:
+    for call, scope, site in model.calls_of_other_modules_sites():
         positional = [a for a in call.args if a.keyword is None]
         if not positional or any(a.star for a in positional) or len(positional) != len(call.args):
             continue  # keywords are flagged above; `*args` has an unknown count
-        site = model.site_called_by(call, scope)
-        if site is None or site.model is model or site.variables or site.has_varargs:
+        if site.variables or site.has_varargs:
             continue
         defaulted = [i for i, p in enumerate(site.input_params) if p.default is not None]
         if not defaulted:

@@ -382,13 +382,8 @@ def sparsemax_like(inputs, alpha=1.5):
         """Also the calls this module makes to a custom-gradient function of another project
         module (`from .ops import fake_quant; fake_quant(x, 8)`): the finding is at the call."""
         yield from super().check(model)
-        if not model.project_imports and not model.star_imports:
-            return
-        for call, scope in model.all_calls:
+        for call, scope, site in model.calls_of_other_modules_sites():
             if not call.args:
-                continue
-            site = model.site_called_by(call, scope)
-            if site is None or site.model is model:
                 continue
             hits = _python_arguments(site, model, call, scope)
             if hits:

@@ -265,13 +265,8 @@ def magnitude(z):
         module (`from .ops import scale; scale(tf.constant(x, tf.float64))`): the module that
         defines the function does not see what its callers pass, so the finding is at the call."""
         yield from super().check(model)
-        if not model.project_imports and not model.star_imports:
-            return
-        for call, scope in model.all_calls:
+        for call, scope, site in model.calls_of_other_modules_sites():
             if not call.args:
-                continue
-            site = model.site_called_by(call, scope)
-            if site is None or site.model is model:
                 continue
             for index, name, dtype, node in _fixed_gradients(site):
                 arg = argument(call, index)
