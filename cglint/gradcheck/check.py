@@ -435,6 +435,14 @@ class _Checker:
         self.grad_fn_called = True
         return out
 
+    def _back_to_first_upstream(self) -> None:
+        """Run the grad fn for the first upstream again: it leaves `int_grads` as the verdict's
+        other measures read them, after a probe with other upstreams."""
+        try:
+            self._custom(self.us[0])
+        except Exception:
+            pass
+
     def _custom(self, u, order=None):
         """The user's grad fn on upstream `u`, as NumPy, aligned with [differentiable inputs] +
         [variables in `order`]."""
@@ -694,10 +702,7 @@ class _Checker:
         except Exception:
             return None
         finally:
-            try:
-                self._custom(self.us[0])  # leaves int_grads for the first upstream
-            except Exception:
-                pass
+            self._back_to_first_upstream()
         if "cast" not in relax.used and "saturate_cast" not in relax.used:
             return None
         for cs, autos in zip(customs, em.autos):
@@ -734,10 +739,7 @@ class _Checker:
         except Exception:  # upstreams of other shapes in the other order
             return None
         finally:
-            try:
-                self._custom(self.us[0])  # leaves int_grads for the first upstream
-            except Exception:
-                pass
+            self._back_to_first_upstream()
         given = ", ".join(names[i] for i in range(len(names)))
         detail = (f"the grad fn takes its upstreams in the dict's written order "
                   f"({', '.join(names[i] for i in written)}), but TensorFlow passes them in sorted-key order "
