@@ -140,12 +140,19 @@ def fixed_dtype(model: ModuleModel, expr: cst.BaseExpression | None, scope: Scop
         if defaults:
             return _default_dtype(model, qn, expr, scope, depth)
         if qn in _SAME_DTYPE or qn.startswith(_SAME_DTYPE_PREFIXES):
-            for arg in expr.args:
-                if arg.keyword is None and not arg.star:
-                    hit = fixed_dtype(model, arg.value, scope, depth + 1, defaults)
-                    if hit:
-                        return hit
+            return _operands_dtype(model, expr, scope, depth, defaults)
         return None
+    return None
+
+
+def _operands_dtype(model: ModuleModel, call: cst.Call, scope: Scope, depth: int,
+                    defaults: bool) -> tuple[str, cst.CSTNode] | None:
+    """The dtype of an op whose result has its operands' dtype: the first positional one fixed."""
+    for arg in call.args:
+        if arg.keyword is None and not arg.star:
+            hit = fixed_dtype(model, arg.value, scope, depth + 1, defaults)
+            if hit:
+                return hit
     return None
 
 
@@ -164,11 +171,7 @@ def _default_dtype(model: ModuleModel, qn: str, call: cst.Call, scope: Scope, de
             return literal, call
         return fixed_dtype(model, value, scope, depth + 1, True)
     if qn in _SAME_DTYPE or qn.startswith(_SAME_DTYPE_PREFIXES + ("tensorflow.signal.",)):
-        for arg in call.args:
-            if arg.keyword is None and not arg.star:
-                hit = fixed_dtype(model, arg.value, scope, depth + 1, True)
-                if hit:
-                    return hit
+        return _operands_dtype(model, call, scope, depth, True)
     return None
 
 
